@@ -1,0 +1,17 @@
+// Host entry points of the CUDA rungs. Each takes the params struct and the stream to launch on,
+// returns the launch's cudaError_t (cudaGetLastError after the launch), and touches no torch API.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/gemm_params.h"
+
+namespace torch_gemm {
+
+using GemmLaunchFn = cudaError_t (*)(const GemmParams&, cudaStream_t);
+
+cudaError_t launch_gemm_naive(const GemmParams& params, cudaStream_t stream);
+cudaError_t launch_gemm_smem16(const GemmParams& params, cudaStream_t stream);
+cudaError_t launch_gemm_smem32(const GemmParams& params, cudaStream_t stream);
+
+}  // namespace torch_gemm

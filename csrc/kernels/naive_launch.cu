@@ -1,0 +1,27 @@
+#include "kernels/grid.cuh"
+#include "kernels/launch.h"
+#include "kernels/naive.cuh"
+
+namespace torch_gemm {
+namespace {
+
+template <typename T>
+struct NaiveLauncher {
+  static cudaError_t run(const GemmParams& p, cudaStream_t stream) {
+    using Config = NaiveConfig;
+    if (p.M == 0 || p.N == 0) return cudaSuccess;
+    const dim3 block(Config::kBlockN, Config::kBlockM);
+    const dim3 grid(static_cast<unsigned>(ceil_div(p.N, Config::kBlockN)),
+                    grid_y_for(ceil_div(p.M, Config::kBlockM)));
+    gemm_naive_kernel<T, Config><<<grid, block, 0, stream>>>(p);
+    return cudaGetLastError();
+  }
+};
+
+}  // namespace
+
+cudaError_t launch_gemm_naive(const GemmParams& params, cudaStream_t stream) {
+  return dispatch_dtype<NaiveLauncher>(params, stream);
+}
+
+}  // namespace torch_gemm

@@ -1,0 +1,34 @@
+#include "kernels/grid.cuh"
+#include "kernels/launch.h"
+#include "kernels/smem.cuh"
+
+namespace torch_gemm {
+namespace {
+
+template <int kTile>
+struct SmemLauncher {
+  template <typename T>
+  struct For {
+    static cudaError_t run(const GemmParams& p, cudaStream_t stream) {
+      using Config = SmemConfig<kTile>;
+      if (p.M == 0 || p.N == 0) return cudaSuccess;
+      const dim3 block(kTile, kTile);
+      const dim3 grid(static_cast<unsigned>(ceil_div(p.N, kTile)),
+                      grid_y_for(ceil_div(p.M, kTile)));
+      gemm_smem_kernel<T, Config><<<grid, block, 0, stream>>>(p);
+      return cudaGetLastError();
+    }
+  };
+};
+
+}  // namespace
+
+cudaError_t launch_gemm_smem16(const GemmParams& params, cudaStream_t stream) {
+  return dispatch_dtype<SmemLauncher<16>::For>(params, stream);
+}
+
+cudaError_t launch_gemm_smem32(const GemmParams& params, cudaStream_t stream) {
+  return dispatch_dtype<SmemLauncher<32>::For>(params, stream);
+}
+
+}  // namespace torch_gemm

@@ -1,0 +1,62 @@
+// gemm::mm_tiled on CUDA tensors: device guard, current stream, the dispatch table of rungs, and
+// a launch check after every launch. Compiled only when the CUDA kernels are.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include "kernels/launch.h"
+#include "ops/kernel_registry.h"
+#include "ops/mm_common.h"
+
+namespace torch_gemm {
+namespace {
+
+// The ladder, in teaching order. A new rung adds one line here.
+const std::array<KernelEntry<GemmLaunchFn>, 3> kCudaKernels{{
+    {"naive", kAllDTypes, 0, &launch_gemm_naive, "one thread per output element, operands from global memory"},
+    {"smem16", kAllDTypes, 0, &launch_gemm_smem16, "16x16 shared-memory tiles of A and B, one thread per output"},
+    {"smem32", kAllDTypes, 0, &launch_gemm_smem32, "32x32 shared-memory tiles of A and B, one thread per output"},
+}};
+
+// Compute capability (major*10 + minor) of the current device. Only c10/cuda is used here, not
+// ATen/cuda/CUDAContext.h, which pulls in the cuBLAS/cuSPARSE headers that a bare toolkit lacks.
+int current_sm() {
+  int device = 0, major = 0, minor = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major * 10 + minor;
+}
+
+// kernel="auto": the fastest rung for dtype, architecture and shape, by measurement on sm_90
+// (benchmarks/NOTES.md).
+std::string_view choose_auto_kernel(DType /*dtype*/, int /*sm*/, const GemmParams& /*params*/) {
+  return "smem32";
+}
+
+at::Tensor mm_tiled_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
+  const DType dtype = check_mm_inputs(kMmTiled, a, b);
+  TORCH_CHECK(a.is_cuda(), kMmTiled, ": a must be a CUDA tensor here, got ", a.device());
+  const c10::cuda::CUDAGuard device_guard(a.device());
+  const int sm = current_sm();
+
+  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
+  const GemmParams params = make_gemm_params(a, b, c, dtype);
+  std::string_view name = canonical_kernel_name(kernel);
+  if (name == "auto") name = choose_auto_kernel(dtype, sm, params);
+  const auto& entry = find_kernel(kMmTiled, kCudaKernels, name, dtype, sm, a.device());
+
+  const cudaError_t err = entry.run(params, c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err == cudaSuccess, kMmTiled, ": launch of kernel '", entry.name, "' failed for M=",
+              params.M, " N=", params.N, " K=", params.K, ": ", cudaGetErrorString(err));
+  return c;
+}
+
+}  // namespace
+
+std::vector<KernelInfo> cuda_kernel_infos() { return describe(kCudaKernels, "cuda"); }
+
+TORCH_LIBRARY_IMPL(gemm, CUDA, m) { m.impl("mm_tiled", &mm_tiled_cuda); }
+
+}  // namespace torch_gemm

@@ -1,0 +1,96 @@
+// The kernels each backend offers, and how a `kernel=` argument is resolved to one of them.
+// Every error names the op and says what was asked for and what is available.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/gemm_params.h"
+
+namespace torch_gemm {
+
+constexpr uint32_t dtype_bit(DType dtype) { return 1u << static_cast<int>(dtype); }
+constexpr uint32_t kAllDTypes = dtype_bit(DType::kFloat32) | dtype_bit(DType::kFloat64) |
+                                dtype_bit(DType::kFloat16) | dtype_bit(DType::kBFloat16);
+
+// One row of a backend's dispatch table. Fn is the backend's entry point type.
+template <typename Fn>
+struct KernelEntry {
+  const char* name;
+  uint32_t dtypes;  // bit set of DType it is instantiated for
+  int min_sm;       // lowest compute capability (major*10 + minor) it runs on; 0 on the CPU
+  Fn run;
+  const char* summary;
+};
+
+// What Python sees of a table row (torch_gemm.kernel_table()).
+struct KernelInfo {
+  std::string name;
+  std::string device;  // "cpu" or "cuda"
+  std::vector<std::string> dtypes;
+  int min_sm;
+  std::string summary;
+};
+
+std::vector<KernelInfo> kernel_table();
+
+// Maps the dtypes the kernels take onto DType; anything else is a TORCH_CHECK naming the op.
+DType to_gemm_dtype(const char* op, const char* arg, c10::ScalarType scalar_type);
+c10::ScalarType to_scalar_type(DType dtype);
+
+// Names accepted in place of a table name ("smem" is the 32×32 tile).
+std::string_view canonical_kernel_name(std::string_view requested);
+
+// "Float, Double, Half, BFloat16" for a dtype bit set.
+std::string dtype_names(uint32_t dtypes);
+
+// Table rows as KernelInfo, for kernel_table() and for error messages.
+template <typename Fn, size_t N>
+std::vector<KernelInfo> describe(const std::array<KernelEntry<Fn>, N>& table, const char* device) {
+  std::vector<KernelInfo> rows;
+  for (const auto& entry : table) {
+    KernelInfo info{entry.name, device, {}, entry.min_sm, entry.summary};
+    for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+      if (entry.dtypes & dtype_bit(dtype)) info.dtypes.push_back(c10::toString(to_scalar_type(dtype)));
+    }
+    rows.push_back(std::move(info));
+  }
+  return rows;
+}
+
+// The rows each backend contributes to kernel_table(); the CUDA one is empty in a CPU-only build.
+std::vector<KernelInfo> cpu_kernel_infos();
+std::vector<KernelInfo> cuda_kernel_infos();
+
+// Lists the names a device offers, for messages: "auto, naive, smem16, smem32".
+std::string names_for_device(const std::string& device);
+
+// Throws the message for a kernel name that `device` does not offer.
+[[noreturn]] void fail_unknown_kernel(const char* op, std::string_view name, const std::string& device);
+
+// Finds `name` (already resolved from "auto" and aliases) in a backend's table and checks that it
+// runs this dtype on this architecture (sm = 0 on the CPU).
+template <typename Fn, size_t N>
+const KernelEntry<Fn>& find_kernel(const char* op, const std::array<KernelEntry<Fn>, N>& table,
+                                   std::string_view name, DType dtype, int sm,
+                                   const c10::Device& device) {
+  for (const auto& entry : table) {
+    if (name != entry.name) continue;
+    TORCH_CHECK(entry.dtypes & dtype_bit(dtype), op, ": kernel '", name, "' does not support dtype ",
+                to_scalar_type(dtype), " (it takes ", dtype_names(entry.dtypes), "); use kernel=\"auto\" or one of: ", names_for_device(c10::DeviceTypeName(device.type(), true)));
+    TORCH_CHECK(sm >= entry.min_sm, op, ": kernel '", name, "' needs compute capability ",
+                entry.min_sm / 10, ".", entry.min_sm % 10, " or newer, but ", device, " has ", sm / 10,
+                ".", sm % 10);
+    return entry;
+  }
+  fail_unknown_kernel(op, name, c10::DeviceTypeName(device.type(), true));
+}
+
+}  // namespace torch_gemm

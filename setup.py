@@ -1,0 +1,88 @@
+"""Build torch_gemm._C.
+
+The CUDA kernels are compiled when a CUDA toolkit (nvcc) and a CUDA build of torch are present
+and either a GPU is visible or TORCH_GEMM_FORCE_CUDA=1 is set (CI: no GPU, but every .cu file
+must compile). Otherwise a CPU-only extension is built. TORCH_GEMM_CPU_ONLY=1 forces CPU-only.
+
+Architectures come from TORCH_CUDA_ARCH_LIST, by default "8.0;9.0a" (sm_80 for mma.sync GPUs,
+sm_90a for Hopper's wgmma/setmaxnreg, which need the "a" target).
+"""
+
+import glob
+import os
+
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_ARCH_LIST = "8.0;9.0a"
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "0").lower() in ("1", "true", "yes", "on")
+
+
+def _want_cuda() -> bool:
+    if _env_flag("TORCH_GEMM_CPU_ONLY"):
+        return False
+    has_toolkit = CUDA_HOME is not None and torch.version.cuda is not None
+    if _env_flag("TORCH_GEMM_FORCE_CUDA"):
+        if not has_toolkit:
+            raise RuntimeError(
+                "TORCH_GEMM_FORCE_CUDA=1 but no CUDA toolkit (CUDA_HOME) or no CUDA build of torch "
+                f"(torch {torch.__version__}, CUDA_HOME={CUDA_HOME})"
+            )
+        if not os.path.exists(os.path.join(CUDA_HOME, "include", "cuda_runtime.h")):
+            raise RuntimeError(
+                f"TORCH_GEMM_FORCE_CUDA=1 but CUDA_HOME={CUDA_HOME} has no include/cuda_runtime.h; "
+                "set CUDA_HOME to the toolkit's root (e.g. /usr/local/cuda)"
+            )
+        return True
+    return has_toolkit and torch.cuda.is_available()
+
+
+def _sources(*patterns: str) -> list[str]:
+    found = []
+    for pattern in patterns:
+        found += sorted(glob.glob(os.path.join("csrc", pattern), recursive=True))
+    return found
+
+
+with_cuda = _want_cuda()
+# -fopenmp-simd: honour `#pragma omp simd` (the CPU micro-kernel) without linking OpenMP.
+cxx_flags = ["-O3", "-fopenmp-simd"]
+host_sources = _sources("torch_gemm.cpp", "ops/*.cpp", "cpu/*.cpp")
+
+if with_cuda:
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_ARCH_LIST)
+    cxx_flags.append("-DTORCH_GEMM_WITH_CUDA")
+    nvcc_flags = [
+        "-O3",
+        "--expt-relaxed-constexpr",
+        "-lineinfo",
+        "-DTORCH_GEMM_WITH_CUDA",
+    ]
+    if _env_flag("TORCH_GEMM_PTXAS_VERBOSE"):
+        nvcc_flags.append("-Xptxas=-v")
+    extension = CUDAExtension(
+        name="torch_gemm._C",
+        sources=host_sources + _sources("ops/cuda/*.cpp", "kernels/*.cu"),
+        include_dirs=[os.path.join(ROOT, "csrc")],
+        extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
+    )
+else:
+    extension = CppExtension(
+        name="torch_gemm._C",
+        sources=host_sources,
+        include_dirs=[os.path.join(ROOT, "csrc")],
+        extra_compile_args={"cxx": cxx_flags},
+    )
+
+print(f"torch_gemm: building {'with' if with_cuda else 'without'} CUDA kernels"
+      + (f" for TORCH_CUDA_ARCH_LIST={os.environ['TORCH_CUDA_ARCH_LIST']}" if with_cuda else ""))
+
+setup(
+    ext_modules=[extension],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+)

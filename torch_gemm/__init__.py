@@ -1,0 +1,17 @@
+"""torch_gemm: hand-written CUDA GEMM kernels as PyTorch custom operators.
+
+Importing this package registers ``torch.ops.gemm.*`` (CUDA, CPU, Meta/fake, autograd and
+autocast). Use the op directly or through the wrappers here::
+
+    import torch, torch_gemm
+    c = torch_gemm.mm_tiled(a, b)                   # kernel="auto"
+    c = torch.ops.gemm.mm_tiled(a, b, kernel="smem32")
+"""
+
+import torch  # noqa: F401  (the extension needs torch's libraries loaded first)
+
+from torch_gemm import _C  # noqa: F401  (registers the gemm ops)
+from torch_gemm.ops import available_kernels, kernel_table, mm_tiled
+from torch_gemm.version import __version__
+
+__all__ = ["__version__", "available_kernels", "kernel_table", "mm_tiled"]
