@@ -69,7 +69,7 @@ def mm_tiled(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> torch
         ``torch.autocast`` the inputs are cast as for ``torch.mm``. Differentiable in ``a`` and
         ``b``; the backward runs through the same kernel.
     """
-    return torch.ops.gemm.mm_tiled.default(a, b, kernel=kernel)
+    return torch.ops.gemm.mm_tiled.default(a, b, kernel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,7 +98,7 @@ def _check_mm_args(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 @torch.library.register_fake("gemm::mm_tiled")
-def _mm_tiled_fake(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> torch.Tensor:
+def _mm_tiled_fake(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> torch.Tensor:
     _check_mm_args("gemm::mm_tiled", a, b)
     return a.new_empty((a.shape[0], b.shape[1]))
 
@@ -110,8 +110,7 @@ def _mm_tiled_fake(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") ->
 
 
 def _mm_tiled_setup_context(ctx, inputs, output) -> None:
-    a, b = inputs[0], inputs[1]
-    ctx.kernel = inputs[2] if len(inputs) > 2 else "auto"
+    a, b, ctx.kernel = inputs
     need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
     ctx.save_for_backward(a if need_b else None, b if need_a else None)
 
@@ -123,7 +122,7 @@ def _mm_tiled_backward(ctx, grad: torch.Tensor):
         grad_a = torch.ops.gemm.mm_tiled.default(grad, b.mT, kernel=ctx.kernel)
     if ctx.needs_input_grad[1]:
         grad_b = torch.ops.gemm.mm_tiled.default(a.mT, grad, kernel=ctx.kernel)
-    return grad_a, grad_b
+    return grad_a, grad_b, None
 
 
 torch.library.register_autograd(

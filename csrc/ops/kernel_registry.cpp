@@ -53,17 +53,18 @@ std::string names_for_device(const std::string& device) {
   return c10::Join(", ", names);
 }
 
-void fail_unknown_kernel(const char* op, std::string_view name, const std::string& device) {
+void fail_unknown_kernel(const char* op, std::string_view requested, std::string_view name,
+                         const std::string& device) {
   std::vector<std::string> elsewhere;
   for (const auto& row : kernel_table()) {
     if (row.name == name && row.device != device) elsewhere.push_back(row.device);
   }
   if (!elsewhere.empty()) {
-    TORCH_CHECK(false, op, ": kernel '", name, "' is not available for ", device,
+    TORCH_CHECK(false, op, ": kernel '", requested, "' is not available for ", device,
                 " tensors (it runs on ", c10::Join(", ", elsewhere), "); kernels for ", device, ": ",
                 names_for_device(device));
   }
-  TORCH_CHECK(false, op, ": unknown kernel '", name, "'; kernels for ", device, ": ",
+  TORCH_CHECK(false, op, ": unknown kernel '", requested, "'; kernels for ", device, ": ",
               names_for_device(device),
 #ifdef TORCH_GEMM_WITH_CUDA
               ""

@@ -73,24 +73,28 @@ std::vector<KernelInfo> cuda_kernel_infos();
 std::string names_for_device(const std::string& device);
 
 // Throws the message for a kernel name that `device` does not offer.
-[[noreturn]] void fail_unknown_kernel(const char* op, std::string_view name, const std::string& device);
+// `name` is `requested` with aliases resolved.
+[[noreturn]] void fail_unknown_kernel(const char* op, std::string_view requested, std::string_view name,
+                                      const std::string& device);
 
-// Finds `name` (already resolved from "auto" and aliases) in a backend's table and checks that it
-// runs this dtype on this architecture (sm = 0 on the CPU).
+// Finds the kernel the user asked for in a backend's table: `requested` as given, "auto"
+// replaced by `auto_choice`, aliases by their table names. Checks that it runs this dtype on this
+// architecture (sm = 0 on the CPU). Messages quote the name as the user wrote it.
 template <typename Fn, size_t N>
 const KernelEntry<Fn>& find_kernel(const char* op, const std::array<KernelEntry<Fn>, N>& table,
-                                   std::string_view name, DType dtype, int sm,
-                                   const c10::Device& device) {
+                                   std::string_view requested, std::string_view auto_choice,
+                                   DType dtype, int sm, const c10::Device& device) {
+  const std::string_view name = requested == "auto" ? auto_choice : canonical_kernel_name(requested);
   for (const auto& entry : table) {
     if (name != entry.name) continue;
-    TORCH_CHECK(entry.dtypes & dtype_bit(dtype), op, ": kernel '", name, "' does not support dtype ",
+    TORCH_CHECK(entry.dtypes & dtype_bit(dtype), op, ": kernel '", requested, "' does not support dtype ",
                 to_scalar_type(dtype), " (it takes ", dtype_names(entry.dtypes), "); use kernel=\"auto\" or one of: ", names_for_device(c10::DeviceTypeName(device.type(), true)));
-    TORCH_CHECK(sm >= entry.min_sm, op, ": kernel '", name, "' needs compute capability ",
+    TORCH_CHECK(sm >= entry.min_sm, op, ": kernel '", requested, "' needs compute capability ",
                 entry.min_sm / 10, ".", entry.min_sm % 10, " or newer, but ", device, " has ", sm / 10,
                 ".", sm % 10);
     return entry;
   }
-  fail_unknown_kernel(op, name, c10::DeviceTypeName(device.type(), true));
+  fail_unknown_kernel(op, requested, name, c10::DeviceTypeName(device.type(), true));
 }
 
 }  // namespace torch_gemm

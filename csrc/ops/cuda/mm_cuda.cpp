@@ -43,9 +43,8 @@ at::Tensor mm_tiled_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_v
 
   at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
   const GemmParams params = make_gemm_params(a, b, c, dtype);
-  std::string_view name = canonical_kernel_name(kernel);
-  if (name == "auto") name = choose_auto_kernel(dtype, sm, params);
-  const auto& entry = find_kernel(kMmTiled, kCudaKernels, name, dtype, sm, a.device());
+  const auto& entry = find_kernel(kMmTiled, kCudaKernels, kernel,
+                                  choose_auto_kernel(dtype, sm, params), dtype, sm, a.device());
 
   const cudaError_t err = entry.run(params, c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err == cudaSuccess, kMmTiled, ": launch of kernel '", entry.name, "' failed for M=",

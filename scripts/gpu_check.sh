@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# On a GPU machine: build the extension with every CUDA kernel, run the whole test suite, run the
+# quick benchmark, and print a short summary last. Logs and results go under $OUT when it is set
+# (the lent GPU machines copy $OUT back), else under ./gpu_check_out.
+#
+#   bash scripts/gpu_check.sh                 # build + tests + quick benchmark
+#   BENCH_ARGS="--shapes square --plot" bash scripts/gpu_check.sh
+#   SKIP_TESTS=1 bash scripts/gpu_check.sh    # build + benchmark only
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-$PWD/gpu_check_out}
+mkdir -p "$OUT"
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+export MAX_JOBS=${MAX_JOBS:-16}
+export PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+BENCH_ARGS=${BENCH_ARGS:---quick}
+status=0
+summary=()
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv >"$OUT/gpu.txt" 2>&1
+$PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())" | tee -a "$OUT/gpu.txt"
+
+start=$(date +%s)
+if TORCH_GEMM_PTXAS_VERBOSE=1 $PY -m pip install --no-build-isolation --no-deps --no-index -v -e . >"$OUT/build.log" 2>&1 \
+   && $PY -c "import torch_gemm, sys; sys.exit(0 if torch_gemm._C.built_with_cuda() else 1)"; then
+  summary+=("build: ok in $(( $(date +%s) - start )) s (TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST)")
+else
+  tail -40 "$OUT/build.log"
+  echo "gpu_check: BUILD FAILED (log: $OUT/build.log)"
+  exit 1
+fi
+# ptxas's resource report per kernel (registers, shared memory, spills), for benchmarks/NOTES.md.
+grep -E "Compiling entry|Used [0-9]+ registers|spill" "$OUT/build.log" >"$OUT/ptxas.txt" || true
+
+if [ -z "${SKIP_TESTS:-}" ]; then
+  start=$(date +%s)
+  $PY -m pytest tests -q -rs -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/tests.log"
+  rc=${PIPESTATUS[0]}
+  summary+=("tests: $(tail -1 "$OUT/tests.log") (exit $rc, $(( $(date +%s) - start )) s)")
+  [ "$rc" -eq 0 ] || status=1
+  if grep -q "SKIPPED.*needs a CUDA device" "$OUT/tests.log"; then
+    summary+=("tests: some tests were skipped for lack of CUDA")
+    status=1
+  fi
+fi
+
+if [ -z "${SKIP_BENCH:-}" ]; then
+  start=$(date +%s)
+  mkdir -p "$OUT/results"
+  cp benchmarks/results/*.json "$OUT/results/" 2>/dev/null || true  # merge into the record
+  # shellcheck disable=SC2086
+  $PY benchmarks/bench_mm.py $BENCH_ARGS --out "$OUT/results" 2>&1 | tee "$OUT/bench.log"
+  rc=${PIPESTATUS[0]}
+  summary+=("benchmark: exit $rc in $(( $(date +%s) - start )) s ($BENCH_ARGS)")
+  [ "$rc" -eq 0 ] || status=1
+  tar -czf "$OUT/results.tgz" -C "$OUT" results && rm -rf "$OUT/results"
+fi
+
+echo
+echo "===== gpu_check summary ====="
+cat "$OUT/gpu.txt"
+printf '%s\n' "${summary[@]}"
+[ "$status" -eq 0 ] && echo "gpu_check: PASS" || echo "gpu_check: FAIL"
+exit $status

@@ -1,0 +1,104 @@
+"""Autograd of gemm::mm_tiled: gradients through the same kernel, transposes as views, only the
+gradients that are needed, double backward."""
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import torch_gemm
+from gemm_testing import device_params, generator, table_kernels
+
+
+def _kernel_params(devices=("cpu", "cuda")):
+    return [
+        pytest.param(device, kernel, marks=p.marks, id=f"{device}-{kernel}")
+        for p in device_params(devices)
+        for device in p.values
+        for kernel in table_kernels(device)
+    ]
+
+
+class RecordGemmCalls(TorchDispatchMode):
+    """Records every gemm::mm_tiled call (args and kwargs) that reaches the kernels."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.gemm.mm_tiled.default:
+            self.calls.append((args, kwargs))
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("device, kernel", _kernel_params())
+@pytest.mark.parametrize("transposed", [False, True], ids=["rowmajor", "transposed"])
+def test_gradcheck(device, kernel, transposed):
+    gen = generator(device, "gradcheck", kernel, transposed)
+    if transposed:
+        a = torch.randn(5, 7, dtype=torch.float64, device=device, generator=gen).t()
+        b = torch.randn(3, 5, dtype=torch.float64, device=device, generator=gen).t()
+    else:
+        a = torch.randn(7, 5, dtype=torch.float64, device=device, generator=gen)
+        b = torch.randn(5, 3, dtype=torch.float64, device=device, generator=gen)
+    a.requires_grad_()
+    b.requires_grad_()
+    fn = lambda x, y: torch_gemm.mm_tiled(x, y, kernel=kernel)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (a, b))
+    assert torch.autograd.gradgradcheck(fn, (a, b))
+
+
+@pytest.mark.parametrize("device, kernel", _kernel_params())
+def test_backward_matches_torch_float32(device, kernel):
+    gen = generator(device, "backward", kernel)
+    a = torch.randn(33, 97, device=device, generator=gen, requires_grad=True)
+    b = torch.randn(97, 31, device=device, generator=gen, requires_grad=True)
+    grad = torch.randn(33, 31, device=device, generator=gen)
+    torch_gemm.mm_tiled(a, b, kernel=kernel).backward(grad)
+    a_ref, b_ref = a.detach().double(), b.detach().double()
+    torch.testing.assert_close(a.grad.double(), grad.double() @ b_ref.t(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(b.grad.double(), a_ref.t() @ grad.double(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device, kernel", _kernel_params())
+def test_backward_uses_same_kernel_and_views(device, kernel):
+    a = torch.randn(6, 4, device=device, requires_grad=True)
+    b = torch.randn(4, 5, device=device, requires_grad=True)
+    out = torch_gemm.mm_tiled(a, b, kernel=kernel)
+    grad = torch.randn_like(out)
+    with RecordGemmCalls() as rec:
+        out.backward(grad)
+    assert len(rec.calls) == 2
+    (g1, bt, *kernel1), _ = rec.calls[0]
+    (at, g2, *kernel2), _ = rec.calls[1]
+    assert kernel1 == kernel2 == ([] if kernel == "auto" else [kernel])  # the default is dropped
+    # The transposes reach the kernel as strided views of the saved inputs, not copies.
+    assert bt.data_ptr() == b.data_ptr() and bt.stride() == (1, 5)
+    assert at.data_ptr() == a.data_ptr() and at.stride() == (1, 4)
+
+
+@pytest.mark.parametrize("device", device_params())
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_only_needed_gradients(device, which):
+    a = torch.randn(6, 4, device=device, requires_grad=(which == "a"))
+    b = torch.randn(4, 5, device=device, requires_grad=(which == "b"))
+    out = torch_gemm.mm_tiled(a, b)
+    with RecordGemmCalls() as rec:
+        out.sum().backward()
+    assert len(rec.calls) == 1
+    assert (a.grad is not None) == (which == "a")
+    assert (b.grad is not None) == (which == "b")
+
+
+@pytest.mark.parametrize("device", device_params())
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_backward_16bit(device, dtype):
+    a = torch.randn(64, 48, device=device).to(dtype).requires_grad_()
+    b = torch.randn(48, 40, device=device).to(dtype).requires_grad_()
+    torch_gemm.mm_tiled(a, b).float().square().sum().backward()
+    a2, b2 = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    torch.mm(a2, b2).float().square().sum().backward()
+    assert a.grad.dtype == dtype and b.grad.dtype == dtype
+    torch.testing.assert_close(a.grad, a2.grad, rtol=2e-2, atol=2e-1)
+    torch.testing.assert_close(b.grad, b2.grad, rtol=2e-2, atol=2e-1)

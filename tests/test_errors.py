@@ -1,0 +1,121 @@
+"""Bad input gets a clear error naming the op and the argument (never a crash or a wrong answer),
+from the real kernels and from the fake kernel alike."""
+
+import pytest
+import torch
+
+import torch_gemm
+from gemm_testing import BUILT_WITH_CUDA, device_params, requires_cuda, requires_two_gpus, table_kernels
+
+OP = "gemm::mm_tiled"
+
+
+def _mm(a, b, **kw):
+    return torch_gemm.mm_tiled(a, b, **kw)
+
+
+def _on(device, *tensors):
+    return [t.to(device) for t in tensors]
+
+
+@pytest.mark.parametrize("device", device_params(("cpu", "cuda", "meta")))
+@pytest.mark.parametrize(
+    "a_shape, b_shape, message",
+    [
+        ((3, 4, 5), (5, 6), "a must be a 2-D tensor, got a 3-D tensor"),
+        ((4,), (4, 6), "a must be a 2-D tensor, got a 1-D tensor"),
+        ((3, 4), (4,), "b must be a 2-D tensor, got a 1-D tensor"),
+        ((3, 4), (2, 4, 6), "b must be a 2-D tensor, got a 3-D tensor"),
+        ((3, 4), (5, 6), r"inner dimensions differ: a is \[3, 4\] and b is \[5, 6\]"),
+    ],
+)
+def test_shape_errors(device, a_shape, b_shape, message):
+    a, b = torch.randn(a_shape, device=device), torch.randn(b_shape, device=device)
+    with pytest.raises(RuntimeError, match=f"{OP}: {message}"):
+        _mm(a, b)
+
+
+@pytest.mark.parametrize("device", device_params(("cpu", "cuda", "meta")))
+def test_mixed_dtypes(device):
+    a = torch.randn(3, 4, device=device)
+    b = torch.randn(4, 5, device=device, dtype=torch.float16)
+    with pytest.raises(RuntimeError, match=f"{OP}: a and b must have the same dtype, got Float and Half"):
+        _mm(a, b)
+
+
+@pytest.mark.parametrize("device", device_params(("cpu", "cuda", "meta")))
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int8, torch.uint8, torch.bool, torch.complex64])
+def test_unsupported_dtypes(device, dtype):
+    a = torch.ones(3, 4, device=device, dtype=dtype)
+    b = torch.ones(4, 5, device=device, dtype=dtype)
+    with pytest.raises(RuntimeError, match=f"{OP}: a has unsupported dtype .*supported dtypes are Float, Double, Half and BFloat16"):
+        _mm(a, b)
+
+
+@requires_cuda
+@pytest.mark.parametrize("swap", [False, True])
+def test_cpu_and_cuda_mixed(swap):
+    a, b = torch.randn(3, 4), torch.randn(4, 5, device="cuda")
+    if swap:
+        a, b = a.t().cuda(), b.t().cpu()
+    with pytest.raises(RuntimeError, match=f"{OP}: a and b must be on the same device, got"):
+        _mm(a, b)
+
+
+@requires_two_gpus
+def test_two_gpus_mixed():
+    a, b = torch.randn(3, 4, device="cuda:0"), torch.randn(4, 5, device="cuda:1")
+    with pytest.raises(RuntimeError, match=f"{OP}: a and b must be on the same device, got cuda:0 and cuda:1"):
+        _mm(a, b)
+
+
+@pytest.mark.parametrize("device", device_params(("cpu", "cuda")))
+def test_unknown_kernel(device):
+    a, b = torch.randn(3, 4, device=device), torch.randn(4, 5, device=device)
+    with pytest.raises(RuntimeError, match=f"{OP}: unknown kernel 'no_such_kernel'; kernels for {device}: auto"):
+        _mm(a, b, kernel="no_such_kernel")
+
+
+@pytest.mark.skipif(not BUILT_WITH_CUDA, reason="a CPU-only build knows no CUDA kernel names")
+@pytest.mark.parametrize("kernel", [k for k in table_kernels("cuda") if k != "auto"] or ["naive"])
+def test_cuda_kernel_on_cpu_tensors(kernel):
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    with pytest.raises(RuntimeError, match=f"{OP}: kernel '{kernel}' is not available for cpu tensors "
+                                           r"\(it runs on cuda\); kernels for cpu: auto, blocked"):
+        _mm(a, b, kernel=kernel)
+
+
+@requires_cuda
+def test_cpu_kernel_on_cuda_tensors():
+    a, b = torch.randn(3, 4, device="cuda"), torch.randn(4, 5, device="cuda")
+    with pytest.raises(RuntimeError, match=f"{OP}: kernel 'blocked' is not available for cuda tensors"):
+        _mm(a, b, kernel="blocked")
+
+
+def _dtype_gaps():
+    """(device, kernel, dtype) triples where a kernel of this build lacks a dtype."""
+    names = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16, "BFloat16": torch.bfloat16}
+    gaps = []
+    for row in torch_gemm.kernel_table():
+        for label, dtype in names.items():
+            if label not in row["dtypes"]:
+                marks = requires_cuda if row["device"] == "cuda" else ()
+                gaps.append(pytest.param(row["device"], row["name"], dtype, marks=marks,
+                                         id=f"{row['device']}-{row['name']}-{label}"))
+    return gaps or [pytest.param(None, None, None, marks=pytest.mark.skip(reason="every kernel takes every dtype"))]
+
+
+@pytest.mark.parametrize("device, kernel, dtype", _dtype_gaps())
+def test_kernel_without_dtype(device, kernel, dtype):
+    a = torch.randn(3, 4, device=device, dtype=dtype)
+    b = torch.randn(4, 5, device=device, dtype=dtype)
+    with pytest.raises(RuntimeError, match=f"{OP}: kernel '{kernel}' does not support dtype"):
+        _mm(a, b, kernel=kernel)
+
+
+def test_errors_leave_the_process_usable():
+    a, b = torch.randn(3, 4), torch.randn(5, 6)
+    for _ in range(3):
+        with pytest.raises(RuntimeError):
+            _mm(a, b)
+    assert torch.allclose(_mm(a, b[:4, :5]), a @ b[:4, :5], atol=1e-5)

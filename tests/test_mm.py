@@ -1,0 +1,82 @@
+"""Correctness of gemm::mm_tiled: every kernel × dtype × shape × layout against float64."""
+
+import pytest
+import torch
+
+import torch_gemm
+from gemm_testing import (
+    LAYOUTS,
+    assert_close_to_reference,
+    generator,
+    kernel_dtype_params,
+    make_operands,
+    poison_allocator,
+)
+
+SIZES = [0, 1, 2, 7, 16, 31, 33, 64, 97, 128, 257, 1000, 1025]
+
+
+def _shapes():
+    """Every size in every position of (M, N, K), against partners that are themselves odd,
+    plus products of the large sizes."""
+    shapes = set()
+    for v in SIZES:
+        shapes.add((v, 33, 97))
+        shapes.add((31, v, 64))
+        shapes.add((97, 7, v))
+        shapes.add((v, v, v) if v <= 257 else (v, 16, v))
+    shapes |= {(1000, 1025, 257), (1025, 1000, 128), (257, 1025, 1000), (2, 1, 1025), (1, 1025, 2)}
+    return sorted(shapes)
+
+
+SHAPES = _shapes()
+
+
+@pytest.mark.parametrize("device, kernel, dtype", kernel_dtype_params())
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_mm_tiled_matches_float64(device, kernel, dtype, layout):
+    for M, N, K in SHAPES:
+        gen = generator(device, kernel, str(dtype), layout, M, N, K)
+        a, b = make_operands(M, N, K, layout, dtype, device, gen)
+        poison_allocator(M * N, dtype, device)
+        out = torch_gemm.mm_tiled(a, b, kernel=kernel)
+        assert_close_to_reference(out, a, b)
+
+
+@pytest.mark.parametrize("device, kernel, dtype", kernel_dtype_params())
+def test_k_zero_gives_zeros(device, kernel, dtype):
+    a = torch.empty(37, 0, dtype=dtype, device=device)
+    b = torch.empty(0, 41, dtype=dtype, device=device)
+    poison_allocator(37 * 41, dtype, device)
+    out = torch_gemm.mm_tiled(a, b, kernel=kernel)
+    assert out.shape == (37, 41) and torch.equal(out, torch.zeros_like(out))
+
+
+@pytest.mark.parametrize("device, kernel, dtype", kernel_dtype_params())
+def test_expanded_stride_zero_operands(device, kernel, dtype):
+    gen = generator(device, "expand", kernel, str(dtype))
+    row = torch.randn(1, 45, generator=gen, device=device).to(dtype)
+    col = torch.randn(45, 1, generator=gen, device=device).to(dtype)
+    a = row.expand(29, 45)   # stride (0, 1): every row the same
+    b = col.expand(45, 31)   # stride (1, 0): every column the same
+    out = torch_gemm.mm_tiled(a, b, kernel=kernel)
+    assert_close_to_reference(out, a, b)
+
+
+@pytest.mark.parametrize("device, kernel, dtype", kernel_dtype_params())
+def test_deterministic(device, kernel, dtype):
+    gen = generator(device, "determinism", kernel, str(dtype))
+    a, b = make_operands(257, 129, 1000, "contiguous", dtype, device, gen)
+    first = torch_gemm.mm_tiled(a, b, kernel=kernel)
+    second = torch_gemm.mm_tiled(a, b, kernel=kernel)
+    assert torch.equal(first, second)
+
+
+def test_smem_alias_is_the_32_tile():
+    a, b = torch.randn(9, 5), torch.randn(5, 3)
+    if torch.cuda.is_available():
+        a, b = a.cuda(), b.cuda()
+        assert torch.equal(torch_gemm.mm_tiled(a, b, kernel="smem"), torch_gemm.mm_tiled(a, b, kernel="smem32"))
+    else:
+        with pytest.raises(RuntimeError, match="kernel 'smem'"):
+            torch_gemm.mm_tiled(a, b, kernel="smem")
