@@ -249,7 +249,7 @@ def device_slug(device: torch.device) -> str:
 # Dense (no sparsity) TFLOP/s from the vendors' datasheets; fp16/bf16 with fp32 accumulation,
 # which is what our kernels and torch.mm use. First match wins, so variants precede the family.
 PEAK_TFLOPS: tuple[tuple[str, str, dict[str, float]], ...] = (
-    ("H100 PCIe", r"\bH100\b.*\bPCIe\b", {"float32": 51.2, "tf32": 378.0, "bfloat16": 756.5, "float16": 756.5}),
+    ("H100 PCIe", r"\bH100\b.*\bPCIe\b", {"float32": 51.0, "tf32": 378.0, "bfloat16": 756.5, "float16": 756.5}),
     ("H100 NVL", r"\bH100\b.*\bNVL\b", {"float32": 60.0, "tf32": 417.5, "bfloat16": 835.5, "float16": 835.5}),
     ("H100 SXM", r"\bH100\b", {"float32": 67.0, "tf32": 494.5, "bfloat16": 989.5, "float16": 989.5}),
     ("H200 NVL", r"\bH200\b.*\bNVL\b", {"float32": 60.0, "tf32": 417.5, "bfloat16": 835.5, "float16": 835.5}),
