@@ -10,6 +10,7 @@ sm_90a for Hopper's wgmma/setmaxnreg, which need the "a" target).
 
 import glob
 import os
+import sys
 
 import torch
 from setuptools import setup
@@ -49,6 +50,12 @@ def _sources(*patterns: str) -> list[str]:
     return found
 
 
+# Link the shared libstdc++ that torch itself uses. Some toolchains (the GPU machines' g++ wrapper
+# puts a directory holding only libstdc++.a first) otherwise link a private static copy into _C,
+# and that copy's stream code crashes the process the first time it formats an integer (in any
+# TORCH_CHECK message with a size in it). Naming the shared object resolves every symbol first.
+link_flags = ["-l:libstdc++.so.6"] if sys.platform.startswith("linux") else []
+
 with_cuda = _want_cuda()
 # -fopenmp-simd: honour `#pragma omp simd` (the CPU micro-kernel) without linking OpenMP.
 cxx_flags = ["-O3", "-fopenmp-simd"]
@@ -70,6 +77,7 @@ if with_cuda:
         sources=host_sources + _sources("ops/cuda/*.cpp", "kernels/*.cu"),
         include_dirs=[os.path.join(ROOT, "csrc")],
         extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
+        extra_link_args=link_flags,
     )
 else:
     extension = CppExtension(
@@ -77,6 +85,7 @@ else:
         sources=host_sources,
         include_dirs=[os.path.join(ROOT, "csrc")],
         extra_compile_args={"cxx": cxx_flags},
+        extra_link_args=link_flags,
     )
 
 print(f"torch_gemm: building {'with' if with_cuda else 'without'} CUDA kernels"
