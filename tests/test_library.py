@@ -116,9 +116,9 @@ def test_compile_reduce_overhead_cuda_graphs():
         return torch_gemm.mm_tiled(x, w) * 2.0
 
     w = torch.randn(64, 48, device="cuda")
-    for step in range(4):  # warm-up runs, then recorded and replayed graphs
+    for _ in range(4):  # warm-up runs, then recorded and replayed graphs
         x = torch.randn(32, 64, device="cuda")
-        torch.testing.assert_close(f(x), (x.double() @ w.double() * 2.0).float(), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(f(x, w), (x.double() @ w.double() * 2.0).float(), rtol=1e-5, atol=1e-4)
 
 
 @requires_cuda
