@@ -629,7 +629,12 @@ def write_record(record: dict, json_path: Path, csv_path: Path) -> None:
 
 
 def git_state() -> tuple[Optional[str], Optional[bool]]:
-    """(HEAD commit, whether tracked files differ from it), or (None, None) outside git."""
+    """(HEAD commit, whether tracked files differ from it), or (None, None) outside git.
+
+    A copy of the tree without its history (as on the lent GPU machines) takes both from
+    TORCH_GEMM_GIT_COMMIT and TORCH_GEMM_GIT_DIRTY (0/1), set by whoever made the copy."""
+    if os.environ.get("TORCH_GEMM_GIT_COMMIT"):
+        return os.environ["TORCH_GEMM_GIT_COMMIT"], os.environ.get("TORCH_GEMM_GIT_DIRTY", "0") == "1"
     try:
         commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, check=True).stdout.strip()
