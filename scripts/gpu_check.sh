@@ -6,6 +6,7 @@
 #   bash scripts/gpu_check.sh                 # build + tests + quick benchmark
 #   BENCH_ARGS="--shapes square --plot" bash scripts/gpu_check.sh
 #   SKIP_TESTS=1 bash scripts/gpu_check.sh    # build + benchmark only
+#   SANITIZE=1 bash scripts/gpu_check.sh      # also compute-sanitizer over every kernel
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,7 +37,7 @@ grep -E "Compiling entry|Used [0-9]+ registers|spill" "$OUT/build.log" >"$OUT/pt
 
 if [ -z "${SKIP_TESTS:-}" ]; then
   start=$(date +%s)
-  $PY -m pytest tests -q -rs -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/tests.log"
+  TORCH_GEMM_FUZZ_CASES=${TORCH_GEMM_FUZZ_CASES:-5000} $PY -m pytest tests -q -rs -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/tests.log"
   rc=${PIPESTATUS[0]}
   summary+=("tests: $(tail -1 "$OUT/tests.log") (exit $rc, $(( $(date +%s) - start )) s)")
   [ "$rc" -eq 0 ] || status=1
@@ -44,6 +45,15 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     summary+=("tests: some tests were skipped for lack of CUDA")
     status=1
   fi
+fi
+
+if [ -n "${SANITIZE:-}" ]; then
+  start=$(date +%s)
+  OUT="$OUT/sanitize" bash scripts/sanitize.sh 2>&1 | tee "$OUT/sanitize.txt"
+  rc=${PIPESTATUS[0]}
+  summary+=("sanitizers: $(tail -1 "$OUT/sanitize.txt") (exit $rc, $(( $(date +%s) - start )) s)")
+  [ "$rc" -eq 0 ] || status=1
+  tar -czf "$OUT/sanitize.tgz" -C "$OUT" sanitize && rm -rf "$OUT/sanitize"
 fi
 
 if [ -z "${SKIP_BENCH:-}" ]; then

@@ -1,0 +1,39 @@
+"""Runs every CUDA kernel of the build on shapes with edge tiles, in every dtype it takes and in
+transposed/offset layouts, once each: the workload scripts/sanitize.sh runs under
+compute-sanitizer. Exits non-zero if any result is wrong."""
+
+import sys
+
+import torch
+
+import torch_gemm
+
+SHAPES = [(1, 1, 1), (7, 5, 3), (33, 65, 17), (129, 257, 31), (128, 128, 8), (255, 129, 130), (16, 4, 513)]
+
+
+def main() -> int:
+    bad = 0
+    names = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16, "BFloat16": torch.bfloat16}
+    for row in torch_gemm.kernel_table():
+        if row["device"] != "cuda":
+            continue
+        for dtype in (names[d] for d in row["dtypes"]):
+            for M, N, K in SHAPES:
+                for a_t, b_t, offset in ((False, False, 0), (True, False, 0), (False, True, 1), (True, True, 1)):
+                    a = torch.randn(K, M + offset, device="cuda").to(dtype)[:, offset:].t() if a_t else \
+                        torch.randn(M, K + offset, device="cuda").to(dtype)[:, offset:]
+                    b = torch.randn(N, K + offset, device="cuda").to(dtype)[:, offset:].t() if b_t else \
+                        torch.randn(K, N + offset, device="cuda").to(dtype)[:, offset:]
+                    out = torch_gemm.mm_tiled(a, b, kernel=row["name"])
+                    ref = a.double() @ b.double()
+                    err = ((out.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+                    if not err < (1e-5 if dtype in (torch.float32, torch.float64) else 2e-2):
+                        print(f"WRONG {row['name']} {dtype} {(M, N, K)} a_t={a_t} b_t={b_t}: {err:.2e}")
+                        bad += 1
+    torch.cuda.synchronize()
+    print(f"sanitize_cases: {'all correct' if not bad else f'{bad} wrong'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
