@@ -13,5 +13,8 @@ using GemmLaunchFn = cudaError_t (*)(const GemmParams&, cudaStream_t);
 cudaError_t launch_gemm_naive(const GemmParams& params, cudaStream_t stream);
 cudaError_t launch_gemm_smem16(const GemmParams& params, cudaStream_t stream);
 cudaError_t launch_gemm_smem32(const GemmParams& params, cudaStream_t stream);
+// The register-tiled rungs take fp32 only (cudaErrorInvalidValue for any other dtype).
+cudaError_t launch_gemm_regtile(const GemmParams& params, cudaStream_t stream);
+cudaError_t launch_gemm_warptile(const GemmParams& params, cudaStream_t stream);
 
 }  // namespace torch_gemm
