@@ -13,10 +13,12 @@ namespace torch_gemm {
 namespace {
 
 // The ladder, in teaching order. A new rung adds one line here.
-const std::array<KernelEntry<GemmLaunchFn>, 3> kCudaKernels{{
+const std::array<KernelEntry<GemmLaunchFn>, 5> kCudaKernels{{
     {"naive", kAllDTypes, 0, &launch_gemm_naive, "one thread per output element, operands from global memory"},
     {"smem16", kAllDTypes, 0, &launch_gemm_smem16, "16x16 shared-memory tiles of A and B, one thread per output"},
     {"smem32", kAllDTypes, 0, &launch_gemm_smem32, "32x32 shared-memory tiles of A and B, one thread per output"},
+    {"regtile", dtype_bit(DType::kFloat32), 0, &launch_gemm_regtile, "128x128x8 block, 8x8 outputs per thread in registers, float4 loads, A transposed in shared memory"},
+    {"warptile", dtype_bit(DType::kFloat32), 0, &launch_gemm_warptile, "128x128x8 block of 32x64 warp tiles, double-buffered shared memory and register fragments"},
 }};
 
 // Compute capability (major*10 + minor) of the current device. Only c10/cuda is used here, not
@@ -31,8 +33,8 @@ int current_sm() {
 
 // kernel="auto": the fastest rung for dtype, architecture and shape, by measurement on sm_90
 // (benchmarks/NOTES.md).
-std::string_view choose_auto_kernel(DType /*dtype*/, int /*sm*/, const GemmParams& /*params*/) {
-  return "smem32";
+std::string_view choose_auto_kernel(DType dtype, int /*sm*/, const GemmParams& /*params*/) {
+  return dtype == DType::kFloat32 ? "warptile" : "smem32";
 }
 
 at::Tensor mm_tiled_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
