@@ -6,15 +6,17 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_gemm
-from gemm_testing import device_params, generator, table_kernels
+from gemm_testing import device_params, generator, kernel_dtypes, table_kernels
 
 
-def _kernel_params(devices=("cpu", "cuda")):
+def _kernel_params(dtype=torch.float32, devices=("cpu", "cuda")):
+    """(device, kernel) for every kernel of the build that takes dtype."""
     return [
         pytest.param(device, kernel, marks=p.marks, id=f"{device}-{kernel}")
         for p in device_params(devices)
         for device in p.values
         for kernel in table_kernels(device)
+        if dtype in kernel_dtypes(kernel, device)
     ]
 
 
@@ -32,7 +34,7 @@ class RecordGemmCalls(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
-@pytest.mark.parametrize("device, kernel", _kernel_params())
+@pytest.mark.parametrize("device, kernel", _kernel_params(torch.float64))
 @pytest.mark.parametrize("transposed", [False, True], ids=["rowmajor", "transposed"])
 def test_gradcheck(device, kernel, transposed):
     gen = generator(device, "gradcheck", kernel, transposed)
