@@ -186,7 +186,9 @@ def test_tolerance():
     assert bench_mm.tolerance("float32", 0.5) == bench_mm.FLOAT32_TOL
     assert bench_mm.tolerance("float64", 0.5) == bench_mm.FLOAT64_TOL
     assert bench_mm.tolerance("bfloat16", 2e-3) == pytest.approx(4e-3)
-    assert bench_mm.tolerance("tf32", 0.0) == bench_mm.REDUCED_TOL_FLOOR
+    assert bench_mm.tolerance("tf32", 0.0) == bench_mm.FLOAT32_TOL  # never stricter than float32
+    assert bench_mm.tolerance("tf32", 3e-4) == pytest.approx(6e-4)
+    assert bench_mm.tolerance("float16", 0.0) == bench_mm.REDUCED_TOL_FLOOR
 
 
 def test_check_correct():
