@@ -868,8 +868,13 @@ def _plot_square(plt: Any, record: dict) -> Any:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize="small")
     fig.suptitle(f"mm_tiled vs torch.mm on {meta.get('device', '?')}")
-    fig.tight_layout()
+    _tight_below_suptitle(fig)
     return fig
+
+
+def _tight_below_suptitle(fig: Any, title_inches: float = 0.5) -> None:
+    """tight_layout ignores the suptitle; keep the panels out of its strip at the top."""
+    fig.tight_layout(rect=(0.0, 0.0, 1.0, 1.0 - title_inches / fig.get_figheight()))
 
 
 def _plot_ratio(plt: Any, record: dict) -> Any:
@@ -912,7 +917,7 @@ def _plot_ratio(plt: Any, record: dict) -> Any:
         ax.set_title(f"{preset}, {dtype}: auto / torch.mm")
         fig.colorbar(image, ax=ax, fraction=0.046)
     fig.suptitle(f"mm_tiled(kernel='auto') / torch.mm, NN, on {record.get('metadata', {}).get('device', '?')}")
-    fig.tight_layout()
+    _tight_below_suptitle(fig)
     return fig
 
 

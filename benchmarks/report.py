@@ -1,15 +1,18 @@
 """Regenerate the README's results table from the benchmark records (benchmarks/results/*.json).
 
-One markdown table per device record: for every (shape, layout, dtype) the auto kernel's row and
-the best other kernel's row, each with torch.mm's TFLOP/s from the same run and the ratio; kernels
-that failed the correctness check are listed under the table. Records without mm_tiled rows (the
-attention benchmark's ``<gpu>-attention.json``) are left out.
+One markdown table per device record, a line per (shape, layout, dtype): the auto kernel's
+TFLOP/s, the fastest rung and its TFLOP/s, torch.mm's TFLOP/s from the same run, and auto /
+torch.mm. By default only the headline shapes (DESIGN §6's anchors and the issues' targets) are
+shown where the record has them; ``--all`` lists every shape. Kernels that failed the
+correctness check are listed under the table. Records without mm_tiled rows (the attention
+benchmark's ``<gpu>-attention.json``) are left out.
 
 Usage::
 
     python benchmarks/report.py                  # print the tables
     python benchmarks/report.py --write          # also replace the block in README.md between
                                                  # <!-- results:begin --> and <!-- results:end -->
+    python benchmarks/report.py --all            # every shape of every record
     python benchmarks/report.py --results /tmp/bench --readme /tmp/README.md --write
 """
 
@@ -26,6 +29,12 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 OP = "mm_tiled"
 # Table order of dtypes; the names are bench_mm.py's (not imported, so this runs without torch).
 DTYPE_ORDER = ("float32", "tf32", "bfloat16", "float16", "float64")
+# (M, N, K) shown by default: DESIGN §6's anchors, the issues' targets, a decode shape.
+HEADLINE_SHAPES = {
+    (4096, 4096, 4096), (8192, 8192, 8192), (8192, 4096, 4096), (8192, 12288, 4096),
+    (8192, 4096, 14336), (4095, 4095, 4095), (4097, 4096, 4096), (1000, 1000, 1000),
+    (2048, 2048, 2048), (16, 4096, 4096),
+}
 
 
 def load_records(results_dir: Path) -> list[tuple[Path, dict]]:
@@ -47,28 +56,39 @@ def _group_order(key: tuple) -> tuple:
     return (rank, layout, M, N, K)
 
 
-def summarize(rows: Sequence[dict]) -> list[dict]:
-    """Per (dtype, layout, shape): the auto row (whatever its status), then the fastest correct
-    non-auto row, in table order."""
+def summarize(rows: Sequence[dict], headline_only: bool = False) -> list[dict]:
+    """A line per (dtype, layout, shape), in table order: the auto row (``auto``, whatever its
+    status) and the fastest correct non-auto row (``best``, or None). With headline_only, only
+    HEADLINE_SHAPES, if the rows have any of them."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         if r.get("op") == OP:
             groups.setdefault((r["dtype"], r["layout"], r["M"], r["N"], r["K"]), []).append(r)
-    picked = []
-    for key in sorted(groups, key=_group_order):
+    keys = sorted(groups, key=_group_order)
+    if headline_only and any(k[2:] in HEADLINE_SHAPES for k in keys):
+        keys = [k for k in keys if k[2:] in HEADLINE_SHAPES]
+    lines = []
+    for key in keys:
         group = groups[key]
-        picked += [r for r in group if r["kernel"] == "auto"]
+        auto = next((r for r in group if r["kernel"] == "auto"), None)
         others = [r for r in group if r["kernel"] != "auto" and r.get("status") == "OK" and r.get("tflops")]
-        if others:
-            picked.append(max(others, key=lambda r: r["tflops"]))
-    return picked
+        best = max(others, key=lambda r: r["tflops"]) if others else None
+        lines.append({"dtype": key[0], "layout": key[1], "M": key[2], "N": key[3], "K": key[4],
+                      "auto": auto, "best": best})
+    return lines
 
 
 def _num(x: Optional[float]) -> str:
     return "–" if x is None else f"{x:.3g}"
 
 
-def render_record(record: dict) -> str:
+def _tflops(row: Optional[dict]) -> str:
+    if row is None:
+        return "–"
+    return _num(row.get("tflops")) if row.get("status") == "OK" else f"**{row.get('status')}**"
+
+
+def render_record(record: dict, headline_only: bool = True) -> str:
     """Markdown for one device: a heading, the run's provenance, the table, and failures."""
     meta = record.get("metadata", {})
     commit = (meta.get("git_commit") or "?")[:10] + ("-dirty" if meta.get("git_dirty") else "")
@@ -79,14 +99,16 @@ def render_record(record: dict) -> str:
         f"{(meta.get('date') or '?')[:10]}; {meta.get('timer', '?')}"
         + ("; TF32 only in tf32 rows." if meta.get("device_type") == "cuda" else "."),
         "",
-        "| shape (M×N×K) | layout | dtype | kernel | TFLOP/s | torch.mm TFLOP/s | ratio |",
-        "|---|---|---|---|---:|---:|---:|",
+        "| shape (M×N×K) | layout | dtype | auto TFLOP/s | fastest rung | its TFLOP/s | torch.mm TFLOP/s | auto / torch.mm |",
+        "|---|---|---|---:|---|---:|---:|---:|",
     ]
-    for r in summarize(record["rows"]):
-        tflops = _num(r.get("tflops")) if r.get("status") == "OK" else f"**{r.get('status')}**"
+    for line in summarize(record["rows"], headline_only):
+        auto, best = line["auto"], line["best"]
+        torch_tflops = (auto or best or {}).get("torch_tflops")
+        ratio = auto.get("ratio") if auto and auto.get("status") == "OK" else None
         lines.append(
-            f"| {r['M']}×{r['N']}×{r['K']} | {r['layout']} | {r['dtype']} | {r['kernel']} | {tflops} | "
-            f"{_num(r.get('torch_tflops'))} | {_num(r.get('ratio'))} |"
+            f"| {line['M']}×{line['N']}×{line['K']} | {line['layout']} | {line['dtype']} | {_tflops(auto)} | "
+            f"{best['kernel'] if best else '–'} | {_tflops(best)} | {_num(torch_tflops)} | {_num(ratio)} |"
         )
     failed = [r for r in record["rows"] if r.get("op") == OP and r.get("status") != "OK"]
     if failed:
@@ -97,7 +119,7 @@ def render_record(record: dict) -> str:
     return "\n".join(lines)
 
 
-def render(records: Sequence[tuple[Path, dict]], results_dir: Path) -> str:
+def render(records: Sequence[tuple[Path, dict]], results_dir: Path, headline_only: bool = True) -> str:
     """The whole generated block (without the markers)."""
     try:
         shown = results_dir.resolve().relative_to(REPO_ROOT)
@@ -106,7 +128,11 @@ def render(records: Sequence[tuple[Path, dict]], results_dir: Path) -> str:
     note = f"<!-- generated by benchmarks/report.py from {shown}/*.json; rerun it instead of editing this block -->"
     if not records:
         return note + "\n\n_No benchmark results yet: run `python benchmarks/bench_mm.py --quick`._"
-    return note + "\n\n" + "\n\n".join(render_record(rec) for _, rec in records)
+    body = "\n\n".join(render_record(rec, headline_only) for _, rec in records)
+    if headline_only:
+        body += (f"\n\nHeadline shapes only; every shape, layout and rung is in `{shown}/*.json` / `.csv` "
+                 "(`python benchmarks/report.py --all`), with plots in `*-square.png` and `*-ratio.png`.")
+    return note + "\n\n" + body
 
 
 def replace_block(text: str, block: str) -> Optional[str]:
@@ -126,9 +152,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="file whose marked block --write replaces (default: README.md)")
     parser.add_argument("--write", action="store_true",
                         help=f"replace the block between {BEGIN} and {END} in --readme")
+    parser.add_argument("--all", action="store_true", help="every shape, not only the headline ones")
     args = parser.parse_args(argv)
 
-    block = render(load_records(args.results), args.results)
+    block = render(load_records(args.results), args.results, headline_only=not args.all)
     print(block)
     if args.write:
         text = args.readme.read_text() if args.readme.exists() else ""

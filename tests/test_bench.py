@@ -447,15 +447,24 @@ def test_report_summarize_and_render():
     rows = [_row("auto", 1024, 4.0), _row("naive", 1024, 1.0), _row("smem32", 1024, 3.0),
             dict(_row("wgmma", 1024, 0.0), status="WRONG", tflops=None),
             _row("auto", 512, 2.0, dtype="bfloat16"), _row("auto", 512, 2.5)]
-    picked = [(r["dtype"], r["M"], r["kernel"]) for r in report.summarize(rows)]
-    assert picked == [("float32", 512, "auto"), ("float32", 1024, "auto"), ("float32", 1024, "smem32"),
-                      ("bfloat16", 512, "auto")]
+    picked = [(line["dtype"], line["M"], line["auto"]["tflops"], line["best"] and line["best"]["kernel"])
+              for line in report.summarize(rows)]
+    assert picked == [("float32", 512, 2.5, None), ("float32", 1024, 4.0, "smem32"), ("bfloat16", 512, 2.0, None)]
     text = report.render_record({"metadata": {"device": "NVIDIA H200", "git_commit": "0123456789abcdef"},
                                  "rows": rows})
     assert text.startswith("### NVIDIA H200")
-    assert "| 1024×1024×1024 | NN | float32 | smem32 | 3 | 10 | 0.3 |" in text
+    assert "| 1024×1024×1024 | NN | float32 | 4 | smem32 | 3 | 10 | 0.4 |" in text
     assert "wgmma 1024×1024×1024 NN float32 (WRONG)" in text
     assert "0123456789" in text and "abcdef" not in text
+
+
+def test_report_headline_shapes():
+    rows = [_row("auto", 4096, 40.0), _row("auto", 300, 1.0)]
+    headline = [line["M"] for line in report.summarize(rows, headline_only=True)]
+    assert headline == [4096]
+    assert [line["M"] for line in report.summarize(rows)] == [300, 4096]
+    # A record with none of the headline shapes (a CPU run) shows all of its shapes.
+    assert [line["M"] for line in report.summarize([_row("auto", 300, 1.0)], headline_only=True)] == [300]
 
 
 def test_report_write(tmp_path, capsys):
@@ -469,7 +478,7 @@ def test_report_write(tmp_path, capsys):
     assert report.main(["--results", str(results), "--readme", str(readme), "--write"]) == 0
     text = readme.read_text()
     assert "old table" not in text and text.startswith("# t\n") and text.endswith("\nafter\n")
-    assert text.count("### ") == 1 and "| 4096×4096×4096 | NN | float32 | auto | 600 | 10 | 60 |" in text
+    assert text.count("### ") == 1 and "| 4096×4096×4096 | NN | float32 | 600 | – | – | 10 | 60 |" in text
     # Idempotent: a second run gives the same file.
     report.main(["--results", str(results), "--readme", str(readme), "--write"])
     assert readme.read_text() == text
