@@ -2,13 +2,14 @@
 # Runs scripts/sanitize_cases.py (every CUDA kernel, edge-tile shapes, all layouts) under each
 # compute-sanitizer tool, restricted to our kernels (names start with gemm_), and fails on any
 # report. Logs go under $OUT (or ./sanitize_out). Needs a built extension and a GPU.
+# TOOLS="memcheck racecheck" runs a subset.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/sanitize_out}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 status=0
-for tool in memcheck racecheck initcheck synccheck; do
+for tool in ${TOOLS:-memcheck racecheck initcheck synccheck}; do
   log="$OUT/sanitize-$tool.log"
   compute-sanitizer --tool "$tool" --kernel-name kns=gemm_ --error-exitcode 9 \
     $PY scripts/sanitize_cases.py >"$log" 2>&1
