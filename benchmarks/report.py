@@ -88,21 +88,34 @@ def _tflops(row: Optional[dict]) -> str:
     return _num(row.get("tflops")) if row.get("status") == "OK" else f"**{row.get('status')}**"
 
 
+def _provenance(summary: Sequence[dict], meta: dict) -> str:
+    """The commits the shown rows were measured at, most rows first ("commits 2232659 (40 rows),
+    ede474c (4 rows)"): a record merges runs, so its metadata names only the last one."""
+    counts: dict[str, int] = {}
+    for line in summary:
+        for row in (line["auto"], line["best"]):
+            if row is not None:
+                commit = (row.get("git_commit") or meta.get("git_commit") or "?")[:7]
+                counts[commit] = counts.get(commit, 0) + 1
+    parts = [f"{c} ({n} rows)" for c, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+    return ("commit " if len(parts) == 1 else "commits ") + ", ".join(parts)
+
+
 def render_record(record: dict, headline_only: bool = True) -> str:
     """Markdown for one device: a heading, the run's provenance, the table, and failures."""
     meta = record.get("metadata", {})
-    commit = (meta.get("git_commit") or "?")[:10] + ("-dirty" if meta.get("git_dirty") else "")
+    summary = summarize(record["rows"], headline_only)
     lines = [
         f"### {meta.get('device', '?')}",
         "",
-        f"torch {meta.get('torch', '?')}, CUDA {meta.get('cuda') or '–'}, commit {commit}, "
-        f"{(meta.get('date') or '?')[:10]}; {meta.get('timer', '?')}"
+        f"torch {meta.get('torch', '?')}, CUDA {meta.get('cuda') or '–'}, "
+        f"{_provenance(summary, meta)}; last run {(meta.get('date') or '?')[:10]}; {meta.get('timer', '?')}"
         + ("; TF32 only in tf32 rows." if meta.get("device_type") == "cuda" else "."),
         "",
         "| shape (M×N×K) | layout | dtype | auto TFLOP/s | fastest rung | its TFLOP/s | torch.mm TFLOP/s | auto / torch.mm |",
         "|---|---|---|---:|---|---:|---:|---:|",
     ]
-    for line in summarize(record["rows"], headline_only):
+    for line in summary:
         auto, best = line["auto"], line["best"]
         torch_tflops = (auto or best or {}).get("torch_tflops")
         ratio = auto.get("ratio") if auto and auto.get("status") == "OK" else None

@@ -11,17 +11,17 @@ import sys
 import torch
 
 import torch_gemm
+from torch_gemm.ops import DTYPE_BY_NAME
 
 SHAPES = [(1, 1, 1), (7, 5, 3), (33, 65, 17), (129, 257, 31), (128, 128, 8), (255, 129, 130), (16, 4, 513)]
 
 
 def main() -> int:
     bad = 0
-    names = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16, "BFloat16": torch.bfloat16}
     for row in torch_gemm.kernel_table():
         if row["device"] != "cuda":
             continue
-        for dtype in (names[d] for d in row["dtypes"]):
+        for dtype in (DTYPE_BY_NAME[d] for d in row["dtypes"]):
             for M, N, K in SHAPES:
                 for a_t, b_t, offset in ((False, False, 0), (True, False, 0), (False, True, 1), (True, True, 1)):
                     a_base = torch.randn((K, M + offset) if a_t else (M, K + offset)).to(dtype)

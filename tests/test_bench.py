@@ -455,7 +455,7 @@ def test_report_summarize_and_render():
     assert text.startswith("### NVIDIA H200")
     assert "| 1024×1024×1024 | NN | float32 | 4 | smem32 | 3 | 10 | 0.4 |" in text
     assert "wgmma 1024×1024×1024 NN float32 (WRONG)" in text
-    assert "0123456789" in text and "abcdef" not in text
+    assert "commit 0123456 (" in text and "abcdef" not in text
 
 
 def test_report_headline_shapes():

@@ -3,9 +3,11 @@ from the real kernels and from the fake kernel alike."""
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 import torch_gemm
-from gemm_testing import BUILT_WITH_CUDA, device_params, requires_cuda, requires_two_gpus, table_kernels
+from torch_gemm.ops import DTYPE_BY_NAME
+from gemm_testing import BUILT_WITH_CUDA, device_params, kernel_dtypes, requires_cuda, requires_two_gpus, table_kernels
 
 OP = "gemm::mm_tiled"
 
@@ -48,7 +50,10 @@ def test_mixed_dtypes(device):
 def test_unsupported_dtypes(device, dtype):
     a = torch.ones(3, 4, device=device, dtype=dtype)
     b = torch.ones(4, 5, device=device, dtype=dtype)
-    with pytest.raises(RuntimeError, match=f"{OP}: a has unsupported dtype .*supported dtypes are Float, Double, Half and BFloat16"):
+    names = {torch.int32: "Int", torch.int64: "Long", torch.int8: "Char", torch.uint8: "Byte",
+             torch.bool: "Bool", torch.complex64: "ComplexFloat"}
+    with pytest.raises(RuntimeError, match=f"{OP}: a has unsupported dtype {names[dtype]}; "
+                                           "supported dtypes are Float, Double, Half and BFloat16"):
         _mm(a, b)
 
 
@@ -94,10 +99,9 @@ def test_cpu_kernel_on_cuda_tensors():
 
 def _dtype_gaps():
     """(device, kernel, dtype) triples where a kernel of this build lacks a dtype."""
-    names = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16, "BFloat16": torch.bfloat16}
     gaps = []
     for row in torch_gemm.kernel_table():
-        for label, dtype in names.items():
+        for label, dtype in DTYPE_BY_NAME.items():
             if label not in row["dtypes"]:
                 marks = requires_cuda if row["device"] == "cuda" else ()
                 gaps.append(pytest.param(row["device"], row["name"], dtype, marks=marks,
@@ -109,8 +113,30 @@ def _dtype_gaps():
 def test_kernel_without_dtype(device, kernel, dtype):
     a = torch.randn(3, 4, device=device, dtype=dtype)
     b = torch.randn(4, 5, device=device, dtype=dtype)
-    with pytest.raises(RuntimeError, match=f"{OP}: kernel '{kernel}' does not support dtype"):
+    with pytest.raises(RuntimeError, match=f"{OP}: kernel '{kernel}' does not support dtype") as real:
         _mm(a, b, kernel=kernel)
+    # The message offers only kernels that do take the dtype, and tracing fails the same way.
+    offered = str(real.value).split("that do: ")[1].split(", ")
+    assert offered[0] == "auto" and all(dtype in kernel_dtypes(k, device) for k in offered)
+    with FakeTensorMode() as mode:
+        with pytest.raises(RuntimeError) as fake:
+            _mm(mode.from_tensor(a), mode.from_tensor(b), kernel=kernel)
+    assert str(fake.value) == str(real.value)
+
+
+@pytest.mark.parametrize("device", device_params(("cpu", "cuda")))
+@pytest.mark.parametrize("kernel", ["no_such_kernel", "blocked", "warptile"])
+def test_fake_kernel_rejects_what_the_real_one_rejects(device, kernel):
+    a, b = torch.randn(3, 4, device=device), torch.randn(4, 5, device=device)
+    try:
+        _mm(a, b, kernel=kernel)
+        return  # the real kernel takes it (e.g. warptile on CUDA in fp32): nothing to compare
+    except RuntimeError as err:
+        real = str(err)
+    with FakeTensorMode() as mode:
+        with pytest.raises(RuntimeError) as fake:
+            _mm(mode.from_tensor(a), mode.from_tensor(b), kernel=kernel)
+    assert str(fake.value) == real
 
 
 def test_errors_leave_the_process_usable():

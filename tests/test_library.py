@@ -171,6 +171,20 @@ def test_autocast_casts_like_torch_mm(device, amp_dtype):
 
 
 @pytest.mark.parametrize("device", device_params())
+def test_autocast_mixed_input_dtypes(device):
+    """fp32 activations against a bf16 weight, the usual case in a model: cast as torch.mm is."""
+    x = torch.randn(24, 40, device=device)
+    w = torch.randn(40, 16, device=device).bfloat16()
+    with torch.autocast(device, dtype=torch.bfloat16):
+        ours = torch_gemm.mm_tiled(x, w)
+        theirs = torch.mm(x, w)
+    assert ours.dtype == theirs.dtype == torch.bfloat16
+    assert_close_to_reference(ours, x.bfloat16(), w)
+    with pytest.raises(RuntimeError, match="a and b must have the same dtype"):
+        torch_gemm.mm_tiled(x, w)  # outside autocast mixed dtypes are an error, as for torch.mm
+
+
+@pytest.mark.parametrize("device", device_params())
 def test_autocast_backward(device):
     a = torch.randn(24, 40, device=device, requires_grad=True)
     b = torch.randn(40, 16, device=device, requires_grad=True)

@@ -9,23 +9,32 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
+import functools
+
 import torch
 
 from torch_gemm import _C
 
-_DTYPE_NAMES = {
-    torch.float32: "Float",
-    torch.float64: "Double",
-    torch.float16: "Half",
-    torch.bfloat16: "BFloat16",
-}
+# The dtype names of kernel_table() and of the C++ messages (c10's), and the dtypes they stand for.
+DTYPE_BY_NAME = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16, "BFloat16": torch.bfloat16}
+_DTYPE_NAMES = {dtype: name for name, dtype in DTYPE_BY_NAME.items()}
+# c10's names of the dtypes we reject, for messages that match the C++ kernels' word for word.
+_C10_NAMES = {torch.int8: "Char", torch.uint8: "Byte", torch.int16: "Short", torch.int32: "Int",
+              torch.int64: "Long", torch.bool: "Bool", torch.complex64: "ComplexFloat",
+              torch.complex128: "ComplexDouble", torch.complex32: "ComplexHalf"}
+_ALIASES = {"smem": "smem32"}
 
 
 def kernel_table() -> list[dict]:
     """Every kernel compiled into this build, as dicts with ``name``, ``device`` ("cpu" or
-    "cuda"), ``dtypes`` (torch dtype names such as "Float"), ``min_sm`` (lowest compute
-    capability ×10, 0 for any) and ``summary``."""
-    return _C.kernel_table()
+    "cuda"), ``dtypes`` (c10 dtype names such as "Float"; DTYPE_BY_NAME maps them to torch
+    dtypes), ``min_sm`` (lowest compute capability ×10, 0 for any) and ``summary``."""
+    return [dict(row) for row in _kernel_rows()]
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_rows() -> tuple:
+    return tuple(_C.kernel_table())
 
 
 def available_kernels(
@@ -45,7 +54,7 @@ def available_kernels(
         major, minor = torch.cuda.get_device_capability(device)
         sm = major * 10 + minor
     names = ["auto"]
-    for row in _C.kernel_table():
+    for row in _kernel_rows():
         if row["device"] != device.type or row["min_sm"] > sm:
             continue
         if dtype is not None and _DTYPE_NAMES.get(dtype) not in row["dtypes"]:
@@ -74,7 +83,12 @@ def mm_tiled(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> torch
 
 # ---------------------------------------------------------------------------------------------
 # Fake kernel: shapes, dtype and device of the result without computing it. Mirrors the checks
-# of csrc/ops/mm_common.cpp so that bad calls fail the same way while tracing.
+# of csrc/ops/mm_common.cpp and csrc/ops/kernel_registry.h so that bad calls fail the same way
+# while tracing as when they run.
+
+
+def _c10_name(dtype: torch.dtype) -> str:
+    return _DTYPE_NAMES.get(dtype) or _C10_NAMES.get(dtype) or str(dtype).removeprefix("torch.")
 
 
 def _check_mm_args(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
@@ -88,18 +102,46 @@ def _check_mm_args(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
     for arg, t in (("a", a), ("b", b)):
         torch._check(
             t.dtype in _DTYPE_NAMES,
-            lambda: f"{op}: {arg} has unsupported dtype {t.dtype}; supported dtypes are Float, Double, Half and BFloat16",
+            lambda: f"{op}: {arg} has unsupported dtype {_c10_name(t.dtype)}; supported dtypes are Float, Double, Half and BFloat16",
         )
     torch._check(
         a.dtype == b.dtype,
-        lambda: f"{op}: a and b must have the same dtype, got {_DTYPE_NAMES[a.dtype]} and {_DTYPE_NAMES[b.dtype]}",
+        lambda: f"{op}: a and b must have the same dtype, got {_c10_name(a.dtype)} and {_c10_name(b.dtype)}",
     )
     torch._check(a.device == b.device, lambda: f"{op}: a and b must be on the same device, got {a.device} and {b.device}")
+
+
+def _check_kernel_name(op: str, kernel: str, device: torch.device, dtype: torch.dtype) -> None:
+    """The name and dtype checks of find_kernel, for the device the traced tensors stand for
+    (meta tensors themselves run no kernel and take any name). The architecture check stays
+    with the real kernel."""
+    if device.type == "meta" or kernel == "auto":
+        return
+    name = _ALIASES.get(kernel, kernel)
+    rows = [r for r in _kernel_rows() if r["name"] == name]
+    here = [r for r in rows if r["device"] == device.type]
+    if not here:
+        offered = ", ".join(["auto"] + [r["name"] for r in _kernel_rows() if r["device"] == device.type])
+        elsewhere = ", ".join(r["device"] for r in rows)
+        raise RuntimeError(
+            f"{op}: kernel '{kernel}' is not available for {device.type} tensors (it runs on {elsewhere}); "
+            f"kernels for {device.type}: {offered}" if rows else
+            f"{op}: unknown kernel '{kernel}'; kernels for {device.type}: {offered}"
+        )
+    takes = here[0]["dtypes"]
+    if _DTYPE_NAMES[dtype] not in takes:
+        raise RuntimeError(
+            f"{op}: kernel '{kernel}' does not support dtype {_DTYPE_NAMES[dtype]} (it takes {', '.join(takes)}); "
+            f"kernels for {device.type} that do: "
+            + ", ".join(["auto"] + [r["name"] for r in _kernel_rows()
+                                    if r["device"] == device.type and _DTYPE_NAMES[dtype] in r["dtypes"]])
+        )
 
 
 @torch.library.register_fake("gemm::mm_tiled")
 def _mm_tiled_fake(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> torch.Tensor:
     _check_mm_args("gemm::mm_tiled", a, b)
+    _check_kernel_name("gemm::mm_tiled", kernel, a.device, a.dtype)
     return a.new_empty((a.shape[0], b.shape[1]))
 
 

@@ -8,7 +8,7 @@
 #include <c10/util/Half.h>
 
 #include <algorithm>
-#include <vector>
+#include <memory>
 
 namespace torch_gemm::cpu {
 namespace {
@@ -46,11 +46,10 @@ inline void micro_kernel(int64_t kc, const Acc* __restrict__ ap, const Acc* __re
     for (int j = 0; j < kNr; ++j) c[r * ldc + j] = acc[r][j];
 }
 
-// One (mc, nc) block of C += packed A block · packed B block. Compiled for AVX-512, AVX2+FMA and
-// baseline x86-64, chosen at load time (ifunc): a portable wheel still gets the wide vectors.
+// One (mc, nc) block of C += packed A block · packed B block.
 template <typename Acc>
-inline void block_product(int64_t mc_pad, int64_t nc_pad, int64_t kc, const Acc* ap, const Acc* bp,
-                          Acc* c_block) {
+inline void block_product_impl(int64_t mc_pad, int64_t nc_pad, int64_t kc, const Acc* ap, const Acc* bp,
+                               Acc* c_block) {
   using Cfg = BlockedConfig<Acc>;
   for (int64_t j = 0; j < nc_pad; j += Cfg::kNr) {      // a (kc, kNr) panel of B stays in L1
     for (int64_t i = 0; i < mc_pad; i += Cfg::kMr) {
@@ -60,6 +59,8 @@ inline void block_product(int64_t mc_pad, int64_t nc_pad, int64_t kc, const Acc*
   }
 }
 
+// The entry points of block_product_impl, compiled for AVX-512, AVX2+FMA and baseline x86-64 and
+// chosen at load time (ifunc): a portable wheel still gets the wide vectors.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TORCH_GEMM_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
@@ -67,24 +68,15 @@ inline void block_product(int64_t mc_pad, int64_t nc_pad, int64_t kc, const Acc*
 #endif
 
 TORCH_GEMM_CPU_CLONES
-void block_product_f32(int64_t mc_pad, int64_t nc_pad, int64_t kc, const float* ap, const float* bp,
-                       float* c_block) {
-  block_product<float>(mc_pad, nc_pad, kc, ap, bp, c_block);
+void block_product(int64_t mc_pad, int64_t nc_pad, int64_t kc, const float* ap, const float* bp,
+                   float* c_block) {
+  block_product_impl<float>(mc_pad, nc_pad, kc, ap, bp, c_block);
 }
 
 TORCH_GEMM_CPU_CLONES
-void block_product_f64(int64_t mc_pad, int64_t nc_pad, int64_t kc, const double* ap,
-                       const double* bp, double* c_block) {
-  block_product<double>(mc_pad, nc_pad, kc, ap, bp, c_block);
-}
-
-inline void block_product_dispatch(int64_t mc_pad, int64_t nc_pad, int64_t kc, const float* ap,
-                                   const float* bp, float* c) {
-  block_product_f32(mc_pad, nc_pad, kc, ap, bp, c);
-}
-inline void block_product_dispatch(int64_t mc_pad, int64_t nc_pad, int64_t kc, const double* ap,
-                                   const double* bp, double* c) {
-  block_product_f64(mc_pad, nc_pad, kc, ap, bp, c);
+void block_product(int64_t mc_pad, int64_t nc_pad, int64_t kc, const double* ap, const double* bp,
+                   double* c_block) {
+  block_product_impl<double>(mc_pad, nc_pad, kc, ap, bp, c_block);
 }
 
 template <typename T>
@@ -99,10 +91,15 @@ void gemm_blocked_typed(const GemmParams& p) {
   const int64_t blocks_n = (p.N + Cfg::kNc - 1) / Cfg::kNc;
   // Tasks are (row block, column block) pairs, so skinny shapes (a few rows, many columns) still
   // use every thread.
+  // Scratch sized to the problem, not to the block maxima: small products (decode shapes, the
+  // backward of tiny layers) would otherwise allocate and clear 384 KB per call.
+  const int64_t rows_max = std::min(Cfg::kMc, round_up(p.M, Cfg::kMr));
+  const int64_t cols_max = std::min(Cfg::kNc, round_up(p.N, Cfg::kNr));
+  const int64_t depth_max = std::min(Cfg::kKc, p.K);
   at::parallel_for(0, blocks_m * blocks_n, 1, [&](int64_t task_begin, int64_t task_end) {
-    std::vector<Acc> a_pack(Cfg::kMc * Cfg::kKc);
-    std::vector<Acc> b_pack(Cfg::kKc * Cfg::kNc);
-    std::vector<Acc> c_block(Cfg::kMc * Cfg::kNc);
+    std::unique_ptr<Acc[]> a_pack(new Acc[rows_max * depth_max]);
+    std::unique_ptr<Acc[]> b_pack(new Acc[depth_max * cols_max]);
+    std::unique_ptr<Acc[]> c_block(new Acc[rows_max * Cfg::kNc]);  // row pitch kNc, as the micro-kernel expects
     for (int64_t task = task_begin; task < task_end; ++task) {
       const int64_t m0 = task / blocks_n * Cfg::kMc;
       const int64_t n0 = task % blocks_n * Cfg::kNc;
@@ -110,13 +107,13 @@ void gemm_blocked_typed(const GemmParams& p) {
       const int64_t nc = std::min(Cfg::kNc, p.N - n0);
       const int64_t mc_pad = round_up(mc, Cfg::kMr);
       const int64_t nc_pad = round_up(nc, Cfg::kNr);
-      std::fill(c_block.begin(), c_block.end(), Acc(0));
+      std::fill(c_block.get(), c_block.get() + mc_pad * Cfg::kNc, Acc(0));
 
       for (int64_t k0 = 0; k0 < p.K; k0 += Cfg::kKc) {
         const int64_t kc = std::min(Cfg::kKc, p.K - k0);
         // A block as (mc_pad / kMr) panels of (kc, kMr); rows past M are zero.
         for (int64_t i = 0; i < mc_pad; i += Cfg::kMr) {
-          Acc* panel = a_pack.data() + i * kc;
+          Acc* panel = a_pack.get() + i * kc;
           for (int64_t k = 0; k < kc; ++k) {
             for (int r = 0; r < Cfg::kMr; ++r) {
               const int64_t m = m0 + i + r;
@@ -127,7 +124,7 @@ void gemm_blocked_typed(const GemmParams& p) {
         }
         // B block as (nc_pad / kNr) panels of (kc, kNr); columns past N are zero.
         for (int64_t j = 0; j < nc_pad; j += Cfg::kNr) {
-          Acc* panel = b_pack.data() + j * kc;
+          Acc* panel = b_pack.get() + j * kc;
           for (int64_t k = 0; k < kc; ++k) {
             const T* b_row = B + (k0 + k) * p.b_stride_k;
             for (int c = 0; c < Cfg::kNr; ++c) {
@@ -136,7 +133,7 @@ void gemm_blocked_typed(const GemmParams& p) {
             }
           }
         }
-        block_product_dispatch(mc_pad, nc_pad, kc, a_pack.data(), b_pack.data(), c_block.data());
+        block_product(mc_pad, nc_pad, kc, a_pack.get(), b_pack.get(), c_block.get());
       }
 
       for (int64_t i = 0; i < mc; ++i) {

@@ -10,6 +10,10 @@ namespace torch_gemm {
 
 using GemmLaunchFn = cudaError_t (*)(const GemmParams&, cudaStream_t);
 
+// warptile's block tile, (kBlockM, kBlockN): kernel="auto" counts its tiles against the SMs.
+constexpr int64_t kWarptileBlockM = 128;
+constexpr int64_t kWarptileBlockN = 128;
+
 cudaError_t launch_gemm_naive(const GemmParams& params, cudaStream_t stream);
 cudaError_t launch_gemm_smem16(const GemmParams& params, cudaStream_t stream);
 cudaError_t launch_gemm_smem32(const GemmParams& params, cudaStream_t stream);

@@ -1,3 +1,4 @@
+// Launcher of the naive rung: a 32×8 thread block per 32×8 tile of C.
 #include "kernels/grid.cuh"
 #include "kernels/launch.h"
 #include "kernels/naive.cuh"

@@ -1,3 +1,4 @@
+// Launchers of the smem rung at tiles 16 and 32: a kTile×kTile thread block per tile of C.
 #include "kernels/grid.cuh"
 #include "kernels/launch.h"
 #include "kernels/smem.cuh"

@@ -2,6 +2,8 @@
 
 #include <c10/util/StringUtil.h>
 
+#include <algorithm>
+
 namespace torch_gemm {
 
 DType to_gemm_dtype(const char* op, const char* arg, c10::ScalarType scalar_type) {
@@ -26,13 +28,15 @@ c10::ScalarType to_scalar_type(DType dtype) {
   return c10::ScalarType::Float;
 }
 
-std::string dtype_names(uint32_t dtypes) {
+std::vector<std::string> dtype_name_list(uint32_t dtypes) {
   std::vector<std::string> names;
   for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
     if (dtypes & dtype_bit(dtype)) names.emplace_back(c10::toString(to_scalar_type(dtype)));
   }
-  return c10::Join(", ", names);
+  return names;
 }
+
+std::string dtype_names(uint32_t dtypes) { return c10::Join(", ", dtype_name_list(dtypes)); }
 
 std::string_view canonical_kernel_name(std::string_view requested) {
   if (requested == "smem") return "smem32";
@@ -45,13 +49,22 @@ std::vector<KernelInfo> kernel_table() {
   return rows;
 }
 
-std::string names_for_device(const std::string& device) {
+std::string names_for_device(const std::string& device, std::optional<DType> dtype) {
   std::vector<std::string> names{"auto"};
+  const std::string wanted = dtype ? c10::toString(to_scalar_type(*dtype)) : "";
   for (const auto& row : kernel_table()) {
-    if (row.device == device) names.push_back(row.name);
+    const bool takes_dtype =
+        !dtype || std::find(row.dtypes.begin(), row.dtypes.end(), wanted) != row.dtypes.end();
+    if (row.device == device && takes_dtype) names.push_back(row.name);
   }
   return c10::Join(", ", names);
 }
+
+#ifdef TORCH_GEMM_WITH_CUDA
+constexpr const char* kBuildNote = "";
+#else
+constexpr const char* kBuildNote = " (this build of torch_gemm has no CUDA kernels)";
+#endif
 
 void fail_unknown_kernel(const char* op, std::string_view requested, std::string_view name,
                          const std::string& device) {
@@ -65,13 +78,7 @@ void fail_unknown_kernel(const char* op, std::string_view requested, std::string
                 names_for_device(device));
   }
   TORCH_CHECK(false, op, ": unknown kernel '", requested, "'; kernels for ", device, ": ",
-              names_for_device(device),
-#ifdef TORCH_GEMM_WITH_CUDA
-              ""
-#else
-              " (this build of torch_gemm has no CUDA kernels)"
-#endif
-  );
+              names_for_device(device), kBuildNote);
 }
 
 #ifndef TORCH_GEMM_WITH_CUDA

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,7 +49,8 @@ c10::ScalarType to_scalar_type(DType dtype);
 // Names accepted in place of a table name ("smem" is the 32×32 tile).
 std::string_view canonical_kernel_name(std::string_view requested);
 
-// "Float, Double, Half, BFloat16" for a dtype bit set.
+// {"Float", "Double", ...} for a dtype bit set, and the same joined with ", ".
+std::vector<std::string> dtype_name_list(uint32_t dtypes);
 std::string dtype_names(uint32_t dtypes);
 
 // Table rows as KernelInfo, for kernel_table() and for error messages.
@@ -56,11 +58,7 @@ template <typename Fn, size_t N>
 std::vector<KernelInfo> describe(const std::array<KernelEntry<Fn>, N>& table, const char* device) {
   std::vector<KernelInfo> rows;
   for (const auto& entry : table) {
-    KernelInfo info{entry.name, device, {}, entry.min_sm, entry.summary};
-    for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
-      if (entry.dtypes & dtype_bit(dtype)) info.dtypes.push_back(c10::toString(to_scalar_type(dtype)));
-    }
-    rows.push_back(std::move(info));
+    rows.push_back({entry.name, device, dtype_name_list(entry.dtypes), entry.min_sm, entry.summary});
   }
   return rows;
 }
@@ -69,8 +67,9 @@ std::vector<KernelInfo> describe(const std::array<KernelEntry<Fn>, N>& table, co
 std::vector<KernelInfo> cpu_kernel_infos();
 std::vector<KernelInfo> cuda_kernel_infos();
 
-// Lists the names a device offers, for messages: "auto, naive, smem16, smem32".
-std::string names_for_device(const std::string& device);
+// Lists the names a device offers, optionally only those taking `dtype`, for messages:
+// "auto, naive, smem16, smem32".
+std::string names_for_device(const std::string& device, std::optional<DType> dtype = std::nullopt);
 
 // Throws the message for a kernel name that `device` does not offer.
 // `name` is `requested` with aliases resolved.
@@ -78,23 +77,29 @@ std::string names_for_device(const std::string& device);
                                       const std::string& device);
 
 // Finds the kernel the user asked for in a backend's table: `requested` as given, "auto"
-// replaced by `auto_choice`, aliases by their table names. Checks that it runs this dtype on this
-// architecture (sm = 0 on the CPU). Messages quote the name as the user wrote it.
-template <typename Fn, size_t N>
+// replaced by `auto_choice`, aliases by their table names. Checks that it takes this dtype and,
+// for rows with a minimum architecture, that device_sm() (major*10 + minor, queried only then)
+// meets it. Messages quote the name as the user wrote it.
+template <typename Fn, size_t N, typename SmFn>
 const KernelEntry<Fn>& find_kernel(const char* op, const std::array<KernelEntry<Fn>, N>& table,
                                    std::string_view requested, std::string_view auto_choice,
-                                   DType dtype, int sm, const c10::Device& device) {
+                                   DType dtype, const c10::Device& device, SmFn&& device_sm) {
   const std::string_view name = requested == "auto" ? auto_choice : canonical_kernel_name(requested);
+  const std::string device_type = c10::DeviceTypeName(device.type(), /*lower_case=*/true);
   for (const auto& entry : table) {
     if (name != entry.name) continue;
     TORCH_CHECK(entry.dtypes & dtype_bit(dtype), op, ": kernel '", requested, "' does not support dtype ",
-                to_scalar_type(dtype), " (it takes ", dtype_names(entry.dtypes), "); use kernel=\"auto\" or one of: ", names_for_device(c10::DeviceTypeName(device.type(), true)));
-    TORCH_CHECK(sm >= entry.min_sm, op, ": kernel '", requested, "' needs compute capability ",
-                entry.min_sm / 10, ".", entry.min_sm % 10, " or newer, but ", device, " has ", sm / 10,
-                ".", sm % 10);
+                to_scalar_type(dtype), " (it takes ", dtype_names(entry.dtypes), "); kernels for ",
+                device_type, " that do: ", names_for_device(device_type, dtype));
+    if (entry.min_sm > 0) {
+      const int sm = device_sm();
+      TORCH_CHECK(sm >= entry.min_sm, op, ": kernel '", requested, "' needs compute capability ",
+                  entry.min_sm / 10, ".", entry.min_sm % 10, " or newer, but ", device, " has ",
+                  sm / 10, ".", sm % 10);
+    }
     return entry;
   }
-  fail_unknown_kernel(op, requested, name, c10::DeviceTypeName(device.type(), true));
+  fail_unknown_kernel(op, requested, name, device_type);
 }
 
 }  // namespace torch_gemm

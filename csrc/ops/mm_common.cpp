@@ -29,13 +29,13 @@ GemmParams make_gemm_params(const at::Tensor& a, const at::Tensor& b, const at::
   p.N = b.size(1);
   p.K = a.size(1);
   p.dtype = dtype;
-  p.a = a.data_ptr();
+  p.a = a.const_data_ptr();
   p.a_stride_m = a.stride(0);
   p.a_stride_k = a.stride(1);
-  p.b = b.data_ptr();
+  p.b = b.const_data_ptr();
   p.b_stride_k = b.stride(0);
   p.b_stride_n = b.stride(1);
-  p.c = c.data_ptr();
+  p.c = c.mutable_data_ptr();
   p.c_stride_m = c.stride(0);
   p.c_stride_n = c.stride(1);
   return p;

@@ -18,7 +18,8 @@ const std::array<KernelEntry<CpuGemmFn>, 1> kCpuKernels{{
 
 at::Tensor mm_tiled_cpu(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
   const DType dtype = check_mm_inputs(kMmTiled, a, b);
-  const auto& entry = find_kernel(kMmTiled, kCpuKernels, kernel, "blocked", dtype, 0, a.device());
+  const auto& entry =
+      find_kernel(kMmTiled, kCpuKernels, kernel, "blocked", dtype, a.device(), [] { return 0; });
 
   at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
   entry.run(make_gemm_params(a, b, c, dtype));

@@ -5,6 +5,9 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <algorithm>
+
+#include "kernels/grid.cuh"
 #include "kernels/launch.h"
 #include "ops/kernel_registry.h"
 #include "ops/mm_common.h"
@@ -31,27 +34,30 @@ int current_sm() {
   return major * 10 + minor;
 }
 
-// kernel="auto": the fastest rung for dtype, architecture and shape, by measurement on sm_90
-// (benchmarks/NOTES.md). fp32: warptile, except where M or N is under one 128-row tile (decode
-// shapes): there its blocks leave most of the 132 SMs idle and the 16x16 tile is 3x faster
-// (2.76 against 0.87 TFLOP/s at 16x4096x4096 on an H200). 16-bit and fp64: the 32x32 tile until
-// the tensor-core and fp64 rungs land.
-std::string_view choose_auto_kernel(DType dtype, int /*sm*/, const GemmParams& params) {
-  constexpr int64_t kSkinny = 64;
+// kernel="auto": the fastest rung for dtype, architecture and shape, from the H200 sweep in
+// benchmarks/NOTES.md. fp32: warptile, unless its 128x128 output tiles cannot fill the 132 SMs:
+// - min(M, N) <= 32 (decode): smem16, 3x warptile (2.75 vs 0.87 TFLOP/s at 16x4096x4096);
+// - under 48 output tiles: smem32 (7.15 vs 3.42 at 64x4096x4096, ~6.3 vs ~3.3 at 512^3), while
+//   from 64 tiles on warptile wins (13.6 vs 7.3 at 256x4096x4096, 12.4 vs 7.3 at 1000^3).
+// 16-bit and fp64: the 32x32 tile until the tensor-core and fp64 rungs land.
+std::string_view choose_auto_kernel(DType dtype, int64_t M, int64_t N) {
+  constexpr int64_t kDecodeRows = 32;  // min(M, N) at or below which smem16 wins
+  constexpr int64_t kMinWarptileTiles = 48;
   if (dtype != DType::kFloat32) return "smem32";
-  return (params.M < kSkinny || params.N < kSkinny) ? "smem16" : "warptile";
+  if (std::min(M, N) <= kDecodeRows) return "smem16";
+  const int64_t tiles = ceil_div(M, kWarptileBlockM) * ceil_div(N, kWarptileBlockN);
+  return tiles < kMinWarptileTiles ? "smem32" : "warptile";
 }
 
 at::Tensor mm_tiled_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
   const DType dtype = check_mm_inputs(kMmTiled, a, b);
-  TORCH_CHECK(a.is_cuda(), kMmTiled, ": a must be a CUDA tensor here, got ", a.device());
   const c10::cuda::CUDAGuard device_guard(a.device());
-  const int sm = current_sm();
+  const auto& entry = find_kernel(kMmTiled, kCudaKernels, kernel,
+                                  choose_auto_kernel(dtype, a.size(0), b.size(1)), dtype, a.device(),
+                                  current_sm);
 
   at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
   const GemmParams params = make_gemm_params(a, b, c, dtype);
-  const auto& entry = find_kernel(kMmTiled, kCudaKernels, kernel,
-                                  choose_auto_kernel(dtype, sm, params), dtype, sm, a.device());
 
   const cudaError_t err = entry.run(params, c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err == cudaSuccess, kMmTiled, ": launch of kernel '", entry.name, "' failed for M=",
