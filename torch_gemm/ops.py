@@ -127,6 +127,7 @@ def _check_kernel_name(op: str, kernel: str, device: torch.device, dtype: torch.
             f"{op}: kernel '{kernel}' is not available for {device.type} tensors (it runs on {elsewhere}); "
             f"kernels for {device.type}: {offered}" if rows else
             f"{op}: unknown kernel '{kernel}'; kernels for {device.type}: {offered}"
+            + ("" if _C.built_with_cuda() else " (this build of torch_gemm has no CUDA kernels)")
         )
     takes = here[0]["dtypes"]
     if _DTYPE_NAMES[dtype] not in takes:
