@@ -18,6 +18,7 @@ from gemm_testing import (
     kernel_dtype_params,
     make_operands,
     requires_cuda,
+    requires_two_gpus,
     table_kernels,
 )
 
@@ -153,7 +154,7 @@ def test_more_than_2_31_elements(kernel, dtype):
         assert torch.allclose(out[rows].double(), ref, rtol=1e-2 if elem == 2 else 1e-5, atol=1e-2 if elem == 2 else 1e-5)
 
 
-@pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+@requires_two_gpus
 @pytest.mark.parametrize("kernel", table_kernels("cuda"))
 def test_tensors_on_second_gpu_computed_there(kernel):
     """The device guard: with cuda:0 current, tensors on cuda:1 are computed on cuda:1."""
