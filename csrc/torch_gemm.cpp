@@ -4,6 +4,9 @@
 #include <torch/library.h>
 
 #include "ops/kernel_registry.h"
+#ifdef TORCH_GEMM_WITH_CUDA
+#include "kernels/launch.h"
+#endif
 
 // `kernel` is a positional argument with a default rather than keyword-only (DESIGN §2 sketches
 // `*, str kernel`): Inductor lowers a custom op through FallbackKernel.create(kernel, *args,
@@ -43,4 +46,18 @@ PYBIND11_MODULE(_C, m) {
 #endif
       },
       "Whether the CUDA kernels were compiled into this build.");
+#ifdef TORCH_GEMM_WITH_CUDA
+  m.def(
+      "multistage_plan",
+      [](int64_t M, int64_t N, int64_t K) {
+        const auto choice = torch_gemm::multistage_choice(M, N, K);
+        pybind11::dict plan;
+        plan["block_m"] = choice.block_m;
+        plan["block_n"] = choice.block_n;
+        plan["splits"] = choice.splits;
+        return plan;
+      },
+      "The output tile and K split count kernel='multistage' uses for a float32 (M, N, K) on the "
+      "current CUDA device.");
+#endif
 }

@@ -122,9 +122,14 @@ def test_compile_reduce_overhead_cuda_graphs():
 
 
 @requires_cuda
-def test_cuda_graph_capture_and_replay():
-    a = torch.randn(129, 65, device="cuda")
-    b = torch.randn(65, 33, device="cuda")
+@pytest.mark.parametrize(
+    "M, N, K", [(129, 33, 65), (64, 96, 2048), (1280, 2560, 64)], ids=["small_tile", "split_k", "large_tile"]
+)
+def test_cuda_graph_capture_and_replay(M, N, K):
+    """split_k also allocates its workspace inside the capture (from the graph's pool); large_tile
+    launches multistage's 75 KB-shared-memory configuration, which sets its attribute at launch."""
+    a = torch.randn(M, K, device="cuda")
+    b = torch.randn(K, N, device="cuda")
     torch_gemm.mm_tiled(a, b)  # warm-up outside the capture
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

@@ -11,6 +11,7 @@ from gemm_testing import (
     kernel_dtype_params,
     make_operands,
     poisoned_outputs,
+    requires_cuda,
 )
 
 SIZES = [0, 1, 2, 7, 16, 31, 33, 64, 97, 128, 257, 1000, 1025]
@@ -82,3 +83,31 @@ def test_smem_alias_is_the_32_tile():
     else:
         with pytest.raises(RuntimeError, match="kernel 'smem'"):
             torch_gemm.mm_tiled(a, b, kernel="smem")
+
+
+# Few output tiles and a long K: multistage splits K into slices (the last one shorter where K
+# does not divide evenly) and sums them in a second kernel.
+SPLIT_K_SHAPES = [(64, 64, 2049), (33, 200, 1537), (1, 1, 4097), (130, 70, 1000), (7, 300, 3001)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_multistage_split_k(layout):
+    for M, N, K in SPLIT_K_SHAPES:
+        assert torch_gemm._C.multistage_plan(M, N, K)["splits"] > 1, (M, N, K)
+        gen = generator("cuda", "split_k", layout, M, N, K)
+        a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
+        with poisoned_outputs():
+            out = torch_gemm.mm_tiled(a, b, kernel="multistage")
+        assert_close_to_reference(out, a, b)
+        assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel="multistage"))  # fixed-order sum
+
+
+@requires_cuda
+def test_multistage_plan_fills_the_gpu():
+    """The large tile where its tiles fill the SMs, the small one split in K where they do not."""
+    big = torch_gemm._C.multistage_plan(4096, 4096, 4096)
+    assert (big["block_m"], big["block_n"], big["splits"]) == (128, 256, 1)
+    skinny = torch_gemm._C.multistage_plan(16, 4096, 4096)
+    assert (skinny["block_m"], skinny["block_n"]) == (64, 64) and skinny["splits"] > 1
+    assert torch_gemm._C.multistage_plan(1000, 1000, 7)["splits"] == 1  # too little K to split

@@ -26,6 +26,11 @@ struct GemmParams {
   void* c = nullptr;        // (M, N), written, never read
   int64_t c_stride_m = 0;
   int64_t c_stride_n = 0;
+
+  // Scratch memory a launcher asked for (GemmWorkspaceFn), allocated by the caller on the same
+  // stream; null when none was asked for.
+  void* workspace = nullptr;
+  int64_t workspace_bytes = 0;
 };
 
 }  // namespace torch_gemm

@@ -9,6 +9,8 @@
 namespace torch_gemm {
 
 using GemmLaunchFn = cudaError_t (*)(const GemmParams&, cudaStream_t);
+// Bytes of workspace a launch of these params needs (params.workspace), for the rungs that use one.
+using GemmWorkspaceFn = int64_t (*)(const GemmParams&);
 
 // warptile's block tile, (kBlockM, kBlockN): kernel="auto" counts its tiles against the SMs.
 constexpr int64_t kWarptileBlockM = 128;
@@ -20,5 +22,15 @@ cudaError_t launch_gemm_smem32(const GemmParams& params, cudaStream_t stream);
 // The register-tiled rungs take fp32 only (cudaErrorInvalidValue for any other dtype).
 cudaError_t launch_gemm_regtile(const GemmParams& params, cudaStream_t stream);
 cudaError_t launch_gemm_warptile(const GemmParams& params, cudaStream_t stream);
+// cp.async (sm_80+); with split-K it needs gemm_multistage_workspace_bytes of workspace.
+cudaError_t launch_gemm_multistage(const GemmParams& params, cudaStream_t stream);
+int64_t gemm_multistage_workspace_bytes(const GemmParams& params);
+
+// The output tile and K split count multistage picks for an fp32 (M, N, K) on the current
+// device (for tests and the benchmark record).
+struct MultistageChoice {
+  int block_m, block_n, splits;
+};
+MultistageChoice multistage_choice(int64_t M, int64_t N, int64_t K);
 
 }  // namespace torch_gemm

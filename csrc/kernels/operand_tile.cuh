@@ -75,20 +75,21 @@ __device__ __forceinline__ void load_vector(const float* src, float (&dst)[kVec]
   }
 }
 
-// One thread's share of copying a (kBlockK, kBlockX) operand tile from global memory (through
-// registers, so a later rung can overlap the global load with compute) into a shared-memory
-// tile of row pitch kPitch floats. Elements outside the matrix load as zero.
+// How a block's threads share the copy of a (kBlockK, kBlockX) operand tile from global memory
+// into a shared-memory tile of row pitch kPitch floats, sX[k][x]; elements outside the matrix
+// become zeros. Both the register-staged loader (regtile, warptile) and the cp.async one
+// (multistage) walk the tile this way.
 //
 // In memory the tile is kStrided rows of kContig contiguous elements. One pass of the block
 // covers kRowsPerPass rows × kSpan contiguous elements, consecutive threads along the span:
 //  - kMN: the span is the whole tile width, so a warp reads 32 consecutive vectors of one row
 //    (fully coalesced) and writes them to one smem row (conflict-free).
 //  - kK: the span is one 32-byte sector (8 floats), so a warp reads whole sectors of 32/kSpanVecs
-//    rows. Each STS.32 of the transposing scatter writes sX[k][x] for k in two values 4 apart
-//    (float4) or 8 consecutive (scalar) and x in 16 or 4 consecutive rows: with a pitch of
+//    rows. Each 4-byte store of the transposing scatter writes sX[k][x] for k in two values 4
+//    apart (float4) or 8 consecutive (scalar) and x in 16 or 4 consecutive rows: with a pitch of
 //    4 (mod 32) banks the bank is 4·k + x (mod 32), distinct across the warp: conflict-free.
 template <typename Layout, int kBlockX, int kBlockK, int kThreads, int kPitch>
-struct OperandTileLoader {
+struct OperandTileMap {
   static constexpr bool kMNMajor = Layout::kMajor == Major::kMN;
   static constexpr int kVec = Layout::kVec;
   static constexpr bool kFloat4 = kVec == HardwareConfig::kVecFloats;
@@ -113,12 +114,6 @@ struct OperandTileLoader {
   static_assert(kPitch % HardwareConfig::kVecFloats == 0,
                 "smem rows must stay 16-byte aligned for 128-bit accesses");
 
-  const float* ptr_;         // this thread's element 0 of load 0 in the current k-tile
-  int64_t stride_x_;         // the operand's strides, as given
-  int64_t stride_k_;
-  int x_left_;               // valid x counted from this thread's x of load 0 (may be <= 0)
-  float r_[kLoads][kVec];    // the tile in flight between global and shared memory
-
   // This thread's offsets in the tile for load 0 (functions of threadIdx.x, recomputed rather
   // than kept in registers), and the compile-time offsets that load j adds to them.
   __device__ __forceinline__ static int contig_t() { return threadIdx.x % kSpanVecs * kVec; }
@@ -137,27 +132,77 @@ struct OperandTileLoader {
   __host__ __device__ static constexpr int k_offset(int load) {
     return kMNMajor ? strided_offset(load) : contig_offset(load);
   }
+  // The smem coordinates (k, x) of element i of this thread's vector `load`.
+  __device__ __forceinline__ static int smem_k(int load, int i) {
+    return k_t() + k_offset(load) + (kMNMajor ? 0 : i);
+  }
+  __device__ __forceinline__ static int smem_x(int load, int i) {
+    return x_t() + x_offset(load) + (kMNMajor ? i : 0);
+  }
 
-  __device__ __forceinline__ OperandTileLoader(const OperandView& op, int64_t x0) {
+  const float* ptr_;         // this thread's element 0 of load 0 in the current k-tile
+  int64_t stride_x_;         // the operand's strides, as given
+  int64_t stride_k_;
+  int x_left_;               // valid x counted from this thread's x of load 0 (may be <= 0)
+
+  // The block's tile starts at x0 (m0 for A, n0 for B) and at k = 0.
+  __device__ __forceinline__ OperandTileMap(const OperandView& op, int64_t x0) {
     ptr_ = op.ptr + (x0 + x_t()) * op.stride_x + static_cast<int64_t>(k_t()) * op.stride_k;
     stride_x_ = op.stride_x;
     stride_k_ = op.stride_k;
     x_left_ = clamp_to_tile<kBlockX>(op.extent_x - x0) - x_t();
   }
 
+  // On to the next k-tile.
+  __device__ __forceinline__ void advance() { ptr_ += kBlockK * stride_k_; }
+
+  // Whether vector `load` of the current k-tile is inside the matrix, k_limit being the valid k
+  // in the k-tile (1..kBlockK); for K-major vectors, element i of it (kK vectors run along k).
+  __device__ __forceinline__ bool in_bounds(int load, int i, int k_limit) const {
+    return x_offset(load) < x_left_ && k_offset(load) + (kMNMajor ? 0 : i) < k_limit - k_t();
+  }
+  // Global address of element i of this thread's vector `load` in the current k-tile.
+  __device__ __forceinline__ const float* element(int load, int i) const {
+    const int x = x_offset(load) + (kMNMajor ? i : 0);
+    const int k = k_offset(load) + (kMNMajor ? 0 : i);
+    return ptr_ + x * x_step(stride_x_) + k * k_step(stride_k_);
+  }
+
+  // The operand's strides with the unit stride of a float4 layout made a compile-time constant.
+  __device__ __forceinline__ static int64_t x_step(int64_t stride_x) {
+    return kFloat4 && kMNMajor ? 1 : stride_x;
+  }
+  __device__ __forceinline__ static int64_t k_step(int64_t stride_k) {
+    return kFloat4 && !kMNMajor ? 1 : stride_k;
+  }
+};
+
+// The tile walked by OperandTileMap, staged through registers: load() issues the global loads of
+// one k-tile, store() writes them to shared memory later, so a rung can overlap the global
+// latency with compute.
+template <typename Layout, int kBlockX, int kBlockK, int kThreads, int kPitch>
+struct OperandTileLoader : OperandTileMap<Layout, kBlockX, kBlockK, kThreads, kPitch> {
+  using Map = OperandTileMap<Layout, kBlockX, kBlockK, kThreads, kPitch>;
+  using Map::contig_offset;
+  using Map::contig_t;
+  using Map::kFloat4;
+  using Map::kLoads;
+  using Map::kMNMajor;
+  using Map::kVec;
+  using Map::strided_offset;
+  using Map::strided_t;
+  using Map::Map;
+
+  float r_[kLoads][kVec];    // the tile in flight between global and shared memory
+
   // Global → registers for the k-tile the loader points at; k_limit = valid k in it (1..kBlockK).
   // A vector is wholly inside or wholly outside the matrix (see OperandLayout::kVec), so one
   // test per vector decides between loading it and zeros.
   __device__ __forceinline__ void load(int k_limit) {
-    const int k_left = k_limit - k_t();
-    // The float4 path only exists for a unit contiguous stride: make that a constant.
-    const int64_t x_step = kFloat4 && kMNMajor ? 1 : stride_x_;
-    const int64_t k_step = kFloat4 && !kMNMajor ? 1 : stride_k_;
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
-      const int x = x_offset(j), k = k_offset(j);
-      if (x < x_left_ && k < k_left) {
-        load_vector<kVec>(ptr_ + x * x_step + k * k_step, r_[j]);
+      if (this->in_bounds(j, 0, k_limit)) {
+        load_vector<kVec>(this->element(j, 0), r_[j]);
       } else {
 #pragma unroll
         for (int i = 0; i < kVec; ++i) r_[j][i] = 0.0f;
@@ -184,8 +229,6 @@ struct OperandTileLoader {
       }
     }
   }
-
-  __device__ __forceinline__ void advance() { ptr_ += kBlockK * stride_k_; }
 };
 
 // One block per tile of C, tiles numbered along gridDim.x first (see grid_for_tiles); the last
@@ -200,24 +243,35 @@ __device__ __forceinline__ int k_tile_limit(int64_t K, int64_t k0) {
   return clamp_to_tile<kBlockK>(K - k0);
 }
 
-// Whether C takes 128-bit stores: unit column stride, row stride a multiple of 4 floats and a
-// 16-byte-aligned base, so every 4-column group starting at a multiple of 4 is aligned.
-__device__ __forceinline__ bool c_vector_ok(const GemmParams& p) {
-  return p.c_stride_n == 1 && p.c_stride_m % HardwareConfig::kVecFloats == 0 &&
-         reinterpret_cast<uintptr_t>(p.c) % HardwareConfig::kVecBytes == 0;
+// Where a block writes its tile of C: C itself, or one split's slice of a split-K workspace.
+struct OutputView {
+  float* ptr;
+  int64_t M, N;
+  int64_t stride_m, stride_n;
+};
+
+__host__ __device__ inline OutputView output_of(const GemmParams& p) {
+  return {static_cast<float*>(p.c), p.M, p.N, p.c_stride_m, p.c_stride_n};
+}
+
+// Whether the output takes 128-bit stores: unit column stride, row stride a multiple of 4 floats
+// and a 16-byte-aligned base, so every 4-column group starting at a multiple of 4 is aligned.
+__host__ __device__ inline bool vector_store_ok(const OutputView& c) {
+  return c.stride_n == 1 && c.stride_m % HardwareConfig::kVecFloats == 0 &&
+         reinterpret_cast<uintptr_t>(c.ptr) % HardwareConfig::kVecBytes == 0;
 }
 
 // Writes v to C[m, n .. n+3] (n a multiple of 4), skipping columns >= N.
-__device__ __forceinline__ void store_c4(const GemmParams& p, bool c_vec, int64_t m, int64_t n,
-                                         const float (&v)[HardwareConfig::kVecFloats]) {
+__device__ __forceinline__ void store_row4(const OutputView& c, bool vec, int64_t m, int64_t n,
+                                           const float (&v)[HardwareConfig::kVecFloats]) {
   constexpr int kVec = HardwareConfig::kVecFloats;
-  float* row = static_cast<float*>(p.c) + m * p.c_stride_m;
-  if (c_vec && n + kVec <= p.N) {
+  float* row = c.ptr + m * c.stride_m;
+  if (vec && n + kVec <= c.N) {
     *reinterpret_cast<float4*>(row + n) = make_float4(v[0], v[1], v[2], v[3]);
   } else {
 #pragma unroll
     for (int i = 0; i < kVec; ++i) {
-      if (n + i < p.N) row[(n + i) * p.c_stride_n] = v[i];
+      if (n + i < c.N) row[(n + i) * c.stride_n] = v[i];
     }
   }
 }

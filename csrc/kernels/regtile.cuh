@@ -105,7 +105,8 @@ gemm_regtile_kernel(GemmParams p) {
     __syncthreads();  // everyone is done reading before the next k-tile overwrites the tiles
   }
 
-  const bool c_vec = c_vector_ok(p);
+  const OutputView c = output_of(p);
+  const bool c_vec = vector_store_ok(c);
 #pragma unroll
   for (int i = 0; i < kThreadM; ++i) {
     const int64_t m = m0 + ty * kThreadM + i;
@@ -113,7 +114,7 @@ gemm_regtile_kernel(GemmParams p) {
 #pragma unroll
     for (int v = 0; v < kThreadN; v += kVec) {
       const float out[kVec] = {rC[i][v], rC[i][v + 1], rC[i][v + 2], rC[i][v + 3]};
-      store_c4(p, c_vec, m, n0 + tx * kThreadN + v, out);
+      store_row4(c, c_vec, m, n0 + tx * kThreadN + v, out);
     }
   }
 }

@@ -29,6 +29,8 @@ struct KernelEntry {
   int min_sm;       // lowest compute capability (major*10 + minor) it runs on; 0 on the CPU
   Fn run;
   const char* summary;
+  // Bytes of scratch memory a call needs (GemmParams::workspace); null for kernels that need none.
+  int64_t (*workspace_bytes)(const GemmParams&) = nullptr;
 };
 
 // What Python sees of a table row (torch_gemm.kernel_table()).

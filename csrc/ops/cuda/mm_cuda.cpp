@@ -16,12 +16,13 @@ namespace torch_gemm {
 namespace {
 
 // The ladder, in teaching order. A new rung adds one line here.
-const std::array<KernelEntry<GemmLaunchFn>, 5> kCudaKernels{{
+const std::array<KernelEntry<GemmLaunchFn>, 6> kCudaKernels{{
     {"naive", kAllDTypes, 0, &launch_gemm_naive, "one thread per output element, operands from global memory"},
     {"smem16", kAllDTypes, 0, &launch_gemm_smem16, "16x16 shared-memory tiles of A and B, one thread per output"},
     {"smem32", kAllDTypes, 0, &launch_gemm_smem32, "32x32 shared-memory tiles of A and B, one thread per output"},
     {"regtile", dtype_bit(DType::kFloat32), 0, &launch_gemm_regtile, "128x128x8 block, 8x8 outputs per thread in registers, float4 loads, A transposed in shared memory"},
     {"warptile", dtype_bit(DType::kFloat32), 0, &launch_gemm_warptile, "128x128x8 block of 32x64 warp tiles, double-buffered shared memory and register fragments"},
+    {"multistage", dtype_bit(DType::kFloat32), 80, &launch_gemm_multistage, "warp tiles fed by a 3-4 stage cp.async ring; 128x256 tiles, or 64x64 with split-K when tiles are few", &gemm_multistage_workspace_bytes},
 }};
 
 // Compute capability (major*10 + minor) of the current device. Only c10/cuda is used here, not
@@ -34,16 +35,20 @@ int current_sm() {
   return major * 10 + minor;
 }
 
-// kernel="auto": the fastest rung for dtype, architecture and shape, from the H200 sweep in
-// benchmarks/NOTES.md. fp32: warptile, unless its 128x128 output tiles cannot fill the 132 SMs:
+// kernel="auto": the fastest rung for dtype, architecture and shape, from the H200 measurements
+// in benchmarks/NOTES.md. fp32 on sm_80 and later: multistage, whose launcher picks its tile and
+// split-K by shape (1000^3: 28.8 TFLOP/s against warptile's 12.5; 16x4096x4096: 7.9 against
+// smem16's 2.75). Before sm_80 (no cp.async) the rule that held before multistage:
 // - min(M, N) <= 32 (decode): smem16, 3x warptile (2.75 vs 0.87 TFLOP/s at 16x4096x4096);
 // - under 48 output tiles: smem32 (7.15 vs 3.42 at 64x4096x4096, ~6.3 vs ~3.3 at 512^3), while
 //   from 64 tiles on warptile wins (13.6 vs 7.3 at 256x4096x4096, 12.4 vs 7.3 at 1000^3).
 // 16-bit and fp64: the 32x32 tile until the tensor-core and fp64 rungs land.
 std::string_view choose_auto_kernel(DType dtype, int64_t M, int64_t N) {
+  constexpr int kMultistageMinSm = 80;
   constexpr int64_t kDecodeRows = 32;  // min(M, N) at or below which smem16 wins
   constexpr int64_t kMinWarptileTiles = 48;
   if (dtype != DType::kFloat32) return "smem32";
+  if (current_sm() >= kMultistageMinSm) return "multistage";
   if (std::min(M, N) <= kDecodeRows) return "smem16";
   const int64_t tiles = ceil_div(M, kWarptileBlockM) * ceil_div(N, kWarptileBlockN);
   return tiles < kMinWarptileTiles ? "smem32" : "warptile";
@@ -57,7 +62,17 @@ at::Tensor mm_tiled_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_v
                                   current_sm);
 
   at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
-  const GemmParams params = make_gemm_params(a, b, c, dtype);
+  GemmParams params = make_gemm_params(a, b, c, dtype);
+  // Scratch from the caching allocator on the current stream, freed (for reuse by later work on
+  // that stream) when this call returns.
+  at::Tensor workspace;
+  if (entry.workspace_bytes != nullptr) {
+    params.workspace_bytes = entry.workspace_bytes(params);
+    if (params.workspace_bytes > 0) {
+      workspace = at::empty({params.workspace_bytes}, a.options().dtype(at::kByte));
+      params.workspace = workspace.mutable_data_ptr();
+    }
+  }
 
   const cudaError_t err = entry.run(params, c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err == cudaSuccess, kMmTiled, ": launch of kernel '", entry.name, "' failed for M=",

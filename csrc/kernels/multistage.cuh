@@ -1,0 +1,319 @@
+// Rung 5, multistage: warp tiles fed by a ring of kStages shared-memory stages filled by cp.async,
+// and split-K for shapes whose output tiles cannot fill the SMs. Measured: see benchmarks/NOTES.md.
+//
+// Over warptile: the global → shared copy bypasses the registers (cp.async), so the registers
+// that staged the next k-tile hold a larger thread tile instead, and kStages - 1 k-tiles are in
+// flight while one is computed. Split-K sums its partial products in a fixed order: deterministic.
+#pragma once
+
+#include "kernels/async_copy.cuh"
+#include "kernels/thread_tile.cuh"
+
+namespace torch_gemm {
+
+// Tiling: a WarpTiling. kStages shared-memory stages of (kBlockK, kBlockM) of A and
+// (kBlockK, kBlockN) of B, each row padded to a pitch of 4 (mod 32) banks: the K-major
+// transposing copies stay conflict-free and every row stays 16-byte aligned.
+template <typename Tiling, int kBlockK_, int kStages_, int kMinBlocksPerSM_>
+struct MultistageConfig : Tiling {
+  static constexpr int kBlockK = kBlockK_;  // depth of one k-tile
+  static constexpr int kStages = kStages_;  // k-tiles resident in shared memory
+  static constexpr int kMinBlocksPerSM = kMinBlocksPerSM_;  // register cap 65536 / (this · threads)
+  static constexpr int kGroupM = 8;  // tile rows per rasterization group (L2 reuse)
+  static constexpr int kSmemPad = HardwareConfig::kVecFloats;
+  static constexpr int kPitchA = Tiling::kBlockM + kSmemPad;
+  static constexpr int kPitchB = Tiling::kBlockN + kSmemPad;
+  static constexpr int kStageFloatsA = kBlockK * kPitchA;
+  static constexpr int kStageFloatsB = kBlockK * kPitchB;
+  static constexpr int kSmemBytes =
+      kStages * (kStageFloatsA + kStageFloatsB) * static_cast<int>(sizeof(float));
+
+  static_assert(kStages >= 2, "one stage computed while at least one is filled");
+  static_assert(kBlockK % ThreadTile<Tiling>::kFragBuffers == 0,
+                "fragment buffers alternate with kk: a k-tile must end on the last buffer so that "
+                "the next k-tile's kk = 0 fragments land in buffer 0");
+  static_assert(kPitchA % HardwareConfig::kSmemBanks == HardwareConfig::kVecFloats &&
+                    kPitchB % HardwareConfig::kSmemBanks == HardwareConfig::kVecFloats,
+                "pitch 4 (mod 32): conflict-free transposing copies, 16-byte aligned rows");
+};
+
+// The two configurations the rung launches, measured on an H200 (benchmarks/NOTES.md):
+// - large: 128×256 blocks of 2×4 warps of 64×64, 16×8 outputs per thread, k-tiles of 16 in 3
+//   stages (75 KB), one block per SM at 255 registers: the fastest wherever the tiles fill the SMs
+//   (43.9 TFLOP/s at 4096³). Its lanes stay in the straightforward order: pairing them (see
+//   WarpTiling) halves its shared-load wavefronts but measured 4% slower.
+// - small: 64×64 blocks of 2×2 warps of 32×32, 8×4 per thread, 4 stages of 8, up to 4 blocks per
+//   SM, lanes paired (+7% over the straightforward order): for shapes with few output tiles,
+//   usually with split-K.
+using MultistageLargeConfig =
+    MultistageConfig<WarpTiling<128, 256, 64, 64, 16, 8, /*kPairLanes=*/false>, 16, 3, 1>;
+using MultistageSmallConfig =
+    MultistageConfig<WarpTiling<64, 64, 32, 32, 8, 4, /*kPairLanes=*/true>, 8, 4, 4>;
+
+// The tile walked by OperandTileMap, copied by cp.async straight into shared memory. MN-major
+// float4 layouts copy 16 bytes per vector; everything else copies 4-byte elements (a K-major
+// operand is transposed on the way, element by element into sX[k][x]). Elements outside the
+// matrix are zero-filled.
+template <typename Layout, int kBlockX, int kBlockK, int kThreads, int kPitch>
+struct AsyncOperandLoader : OperandTileMap<Layout, kBlockX, kBlockK, kThreads, kPitch> {
+  using Map = OperandTileMap<Layout, kBlockX, kBlockK, kThreads, kPitch>;
+  static constexpr int kCopyFloats = Map::kFloat4 && Map::kMNMajor ? HardwareConfig::kVecFloats : 1;
+  static constexpr int kCopiesPerLoad = Map::kVec / kCopyFloats;
+
+  const float* base_;  // a valid address for the copies predicated off (they read nothing)
+
+  __device__ __forceinline__ AsyncOperandLoader(const OperandView& op, int64_t x0)
+      : Map(op, x0), base_(op.ptr) {}
+
+  // Skips the first k_tiles k-tiles (a split-K slice starts past them).
+  __device__ __forceinline__ void skip(int64_t k_tiles) {
+    this->ptr_ += k_tiles * kBlockK * this->stride_k_;
+  }
+
+  // Issues this thread's copies of the current k-tile into sX (kBlockK, kPitch); k_limit = valid
+  // k in it (1..kBlockK). Every k-tile but a K-edge one is whole in k, so its copies test only x,
+  // which is the same for the whole k loop.
+  __device__ __forceinline__ void copy(float (*sX)[kPitch], int k_limit) const {
+    if (k_limit == kBlockK) {
+      copy_tile<true>(sX, k_limit);
+    } else {
+      copy_tile<false>(sX, k_limit);
+    }
+  }
+
+ private:
+  template <bool kWholeK>
+  __device__ __forceinline__ void copy_tile(float (*sX)[kPitch], int k_limit) const {
+#pragma unroll
+    for (int j = 0; j < Map::kLoads; ++j) {
+#pragma unroll
+      for (int i = 0; i < kCopiesPerLoad; ++i) {
+        const bool valid = kWholeK ? Map::x_offset(j) < this->x_left_ : this->in_bounds(j, i, k_limit);
+        cp_async_zfill<kCopyFloats * sizeof(float)>(&sX[Map::smem_k(j, i)][Map::smem_x(j, i)],
+                                                     valid ? this->element(j, i) : base_, valid);
+      }
+    }
+  }
+};
+
+// One block per (kBlockM, kBlockN) tile of C and per split of K (blockIdx.z). Split s computes
+// k-tiles [s·k_tiles_per_split, (s + 1)·k_tiles_per_split) and writes out + s·split_stride: C
+// itself without split-K, else slice s of a workspace that gemm_splitk_reduce_kernel sums.
+template <typename Config, typename LayoutA, typename LayoutB>
+__global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSM)
+gemm_multistage_kernel(GemmParams p, OutputView out, int64_t split_stride,
+                       int64_t k_tiles_per_split) {
+  constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN, kBlockK = Config::kBlockK;
+  constexpr int kStages = Config::kStages;
+  using LoaderA = AsyncOperandLoader<LayoutA, kBlockM, kBlockK, Config::kThreads, Config::kPitchA>;
+  using LoaderB = AsyncOperandLoader<LayoutB, kBlockN, kBlockK, Config::kThreads, Config::kPitchB>;
+  using Tile = ThreadTile<Config>;
+
+  // float4 elements: the stages must be 16-byte aligned for the 16-byte copies and LDS.128.
+  extern __shared__ float4 smem[];
+  auto* sA = reinterpret_cast<float (*)[kBlockK][Config::kPitchA]>(smem);  // (kStages, kBlockK, kPitchA)
+  auto* sB = reinterpret_cast<float (*)[kBlockK][Config::kPitchB]>(
+      reinterpret_cast<float*>(smem) + kStages * Config::kStageFloatsA);    // (kStages, kBlockK, kPitchB)
+
+  const int64_t tiles_m = ceil_div(p.M, kBlockM);
+  const int64_t tiles_n = ceil_div(p.N, kBlockN);
+  const int64_t tile = linear_tile_index();
+  if (tile >= tiles_m * tiles_n) return;  // whole block, before any barrier
+  int64_t tile_m, tile_n;
+  grouped_tile<Config::kGroupM>(tile, tiles_m, tiles_n, &tile_m, &tile_n);
+  const int64_t m0 = tile_m * kBlockM;
+  const int64_t n0 = tile_n * kBlockN;
+
+  // This split's k-tiles; the launcher leaves none empty, but an empty one writes zeros.
+  const int64_t k_tiles = ceil_div(p.K, kBlockK);
+  const int64_t kt_begin = blockIdx.z * k_tiles_per_split;
+  const int64_t kt_count =
+      k_tiles - kt_begin < k_tiles_per_split ? k_tiles - kt_begin : k_tiles_per_split;
+
+  const OperandView view_a{static_cast<const float*>(p.a), p.M, p.a_stride_m, p.a_stride_k};
+  const OperandView view_b{static_cast<const float*>(p.b), p.N, p.b_stride_n, p.b_stride_k};
+  LoaderA load_a(view_a, m0);
+  LoaderB load_b(view_b, n0);
+  load_a.skip(kt_begin);
+  load_b.skip(kt_begin);
+  Tile tt;
+
+  // Issues the copies of the next k-tile (relative index `issued`) into `stage`, or none past
+  // the split's last k-tile; either way one group is committed, so that the group count, and
+  // with it cp_async_wait's meaning, is the same for every k-tile.
+  int64_t issued = 0;
+  const auto issue_next = [&](int stage) {
+    if (issued < kt_count) {
+      const int k_limit = k_tile_limit<kBlockK>(p.K, (kt_begin + issued) * kBlockK);
+      load_a.copy(sA[stage], k_limit);
+      load_b.copy(sB[stage], k_limit);
+      load_a.advance();
+      load_b.advance();
+    }
+    cp_async_commit();
+    ++issued;
+  };
+
+  if (kt_count > 0) {
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) issue_next(s);
+    cp_async_wait<kStages - 2>();  // k-tile 0 has landed (this thread's copies) ...
+    __syncthreads();               // ... and everyone's
+    tt.load_fragments(sA[0][0], sB[0][0], 0);
+
+    int read_stage = 0;              // stage of the k-tile being computed
+    int write_stage = kStages - 1;   // stage the next copies go to: the one computed last time
+    for (int64_t t = 0; t < kt_count; ++t) {
+#pragma unroll
+      for (int kk = 0; kk < kBlockK; ++kk) {
+        constexpr int kBufs = Tile::kFragBuffers;
+        if (kk == 0) {
+          // write_stage was last read at the previous k-tile's kk <= kBlockK - 2, before its
+          // barrier, which every thread has passed: free to overwrite.
+          issue_next(write_stage);
+          write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
+        }
+        if (kk < kBlockK - 1) {
+          tt.load_fragments(sA[read_stage][kk + 1], sB[read_stage][kk + 1], (kk + 1) % kBufs);
+        } else if (t + 1 < kt_count) {
+          // Groups committed so far: kStages - 1 + t + 1; with at most kStages - 2 pending,
+          // k-tile t + 1 is complete.
+          cp_async_wait<kStages - 2>();
+          __syncthreads();
+          read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+          tt.load_fragments(sA[read_stage][0], sB[read_stage][0], 0);
+        }
+        tt.fma(kk % kBufs);
+      }
+    }
+  }
+  cp_async_wait<0>();  // no copy outlives the block (the trailing groups are empty)
+
+  out.ptr += blockIdx.z * split_stride;
+  tt.store(out, m0, n0);
+}
+
+// C = the sum over s of the split-K workspace's slices (splits, M, N), in order s = 0, 1, ...:
+// the same bits on every run. Each thread sums kVec consecutive columns of one row.
+template <int kVec>
+__global__ void gemm_splitk_reduce_kernel(const float* __restrict__ workspace, int splits,
+                                     OutputView c) {
+  const int64_t slice = c.M * c.N;
+  const int64_t groups_per_row = ceil_div(c.N, kVec);
+  const int64_t groups = c.M * groups_per_row;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
+       g += step) {
+    const int64_t m = g / groups_per_row;
+    const int64_t n = g % groups_per_row * kVec;
+    float sum[HardwareConfig::kVecFloats] = {};
+    for (int s = 0; s < splits; ++s) {
+      const float* src = workspace + s * slice + m * c.N + n;
+      if constexpr (kVec == HardwareConfig::kVecFloats) {
+        const float4 v = *reinterpret_cast<const float4*>(src);
+        sum[0] += v.x;
+        sum[1] += v.y;
+        sum[2] += v.z;
+        sum[3] += v.w;
+      } else {
+        sum[0] += *src;
+      }
+    }
+    if constexpr (kVec == HardwareConfig::kVecFloats) {
+      store_row4(c, true, m, n, sum);
+    } else {
+      c.ptr[m * c.stride_m + n * c.stride_n] = sum[0];
+    }
+  }
+}
+
+// How a multistage launch splits K: `splits` slices of k_tiles_per_split k-tiles each.
+struct SplitK {
+  int splits = 1;
+  int64_t k_tiles_per_split = 0;
+};
+
+// Bytes of fp32 workspace a split needs: one (M, N) slice per split, none without split-K.
+inline int64_t splitk_workspace_bytes(const GemmParams& p, const SplitK& split) {
+  return split.splits > 1 ? split.splits * p.M * p.N * static_cast<int64_t>(sizeof(float)) : 0;
+}
+
+// Which configuration and how many K splits a shape gets, given the GPU's SM count:
+// - the large tile when its tiles fill at least kLargeMinFill of the SMs (2048³: 128 tiles on 132
+//   SMs, 42.8 TFLOP/s against 28.0 for the small tile);
+// - else the small tile, split in K until about kSmallBlocksPerSM blocks per SM exist (1000³: 256
+//   tiles, 2 splits, 26.8 against 23.4 unsplit; 64×4096×4096: 64 tiles, 8 splits, 24.9 against
+//   10.7 unsplit), each split keeping at least kMinKTilesPerSplit k-tiles.
+struct MultistagePlan {
+  bool large = true;
+  SplitK split;
+};
+
+inline MultistagePlan plan_multistage(const GemmParams& p, int sms) {
+  constexpr double kLargeMinFill = 0.7;
+  constexpr int64_t kSmallBlocksPerSM = 4;
+  constexpr int64_t kMaxSplits = 8;
+  constexpr int64_t kMinKTilesPerSplit = 8;
+  using Large = MultistageLargeConfig;
+  using Small = MultistageSmallConfig;
+  MultistagePlan plan;
+  const int64_t large_tiles = ceil_div(p.M, Large::kBlockM) * ceil_div(p.N, Large::kBlockN);
+  if (large_tiles >= kLargeMinFill * sms) return plan;
+  plan.large = false;
+  const int64_t small_tiles = ceil_div(p.M, Small::kBlockM) * ceil_div(p.N, Small::kBlockN);
+  const int64_t k_tiles = ceil_div(p.K, Small::kBlockK);
+  int64_t splits = std::min(kSmallBlocksPerSM * sms / small_tiles, kMaxSplits);
+  splits = std::min(splits, k_tiles / kMinKTilesPerSplit);
+  if (splits > 1) {
+    plan.split.k_tiles_per_split = ceil_div(k_tiles, splits);
+    // Rounding up may leave the last split empty: recount so that every split has k-tiles.
+    plan.split.splits = static_cast<int>(ceil_div(k_tiles, plan.split.k_tiles_per_split));
+  }
+  return plan;
+}
+
+// Launches the multistage kernel for one configuration and operand layouts, then, with split-K,
+// the reduction; `workspace` must hold splitk_workspace_bytes(p, split).
+template <typename Config, typename LayoutA, typename LayoutB>
+cudaError_t run_multistage(const GemmParams& p, const SplitK& split, float* workspace,
+                           cudaStream_t stream) {
+  constexpr int kStaticSmemLimit = 48 * 1024;  // above it, dynamic smem needs an opt-in
+  const auto kernel = gemm_multistage_kernel<Config, LayoutA, LayoutB>;
+  if (Config::kSmemBytes > kStaticSmemLimit) {
+    // Per device and cheap; set on every launch so that every GPU the process uses has it.
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes);
+    if (err != cudaSuccess) return err;
+  }
+  dim3 grid;
+  if (!grid_for_block_tiles<Config>(p, &grid)) return cudaErrorInvalidValue;
+  grid.z = static_cast<unsigned>(split.splits);
+  const OutputView c = output_of(p);
+  if (split.splits <= 1) {
+    kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(
+        p, c, 0, ceil_div(p.K, Config::kBlockK));
+    return cudaGetLastError();
+  }
+  if (workspace == nullptr) return cudaErrorInvalidValue;
+  const OutputView slices{workspace, p.M, p.N, p.N, 1};
+  kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(p, slices, p.M * p.N,
+                                                                  split.k_tiles_per_split);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+
+  constexpr int kReduceThreads = 256;
+  constexpr int64_t kReduceMaxBlocks = 4096;  // grid-stride beyond
+  const bool vec = p.N % HardwareConfig::kVecFloats == 0 && vector_store_ok(c);
+  const int64_t groups = p.M * ceil_div(p.N, vec ? HardwareConfig::kVecFloats : 1);
+  const dim3 reduce_grid(static_cast<unsigned>(
+      std::min<int64_t>(ceil_div(groups, kReduceThreads), kReduceMaxBlocks)));
+  if (vec) {
+    gemm_splitk_reduce_kernel<HardwareConfig::kVecFloats>
+        <<<reduce_grid, kReduceThreads, 0, stream>>>(workspace, split.splits, c);
+  } else {
+    gemm_splitk_reduce_kernel<1><<<reduce_grid, kReduceThreads, 0, stream>>>(workspace, split.splits, c);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace torch_gemm
