@@ -143,14 +143,8 @@ gemm_multistage_kernel(GemmParams p, OutputView out, int64_t split_stride,
   auto* sB = reinterpret_cast<float (*)[kBlockK][Config::kPitchB]>(
       reinterpret_cast<float*>(smem) + kStages * Config::kStageFloatsA);    // (kStages, kBlockK, kPitchB)
 
-  const int64_t tiles_m = ceil_div(p.M, kBlockM);
-  const int64_t tiles_n = ceil_div(p.N, kBlockN);
-  const int64_t tile = linear_tile_index();
-  if (tile >= tiles_m * tiles_n) return;  // whole block, before any barrier
-  int64_t tile_m, tile_n;
-  grouped_tile<Config::kGroupM>(tile, tiles_m, tiles_n, &tile_m, &tile_n);
-  const int64_t m0 = tile_m * kBlockM;
-  const int64_t n0 = tile_n * kBlockN;
+  int64_t m0, n0;
+  if (!grouped_block_origin<Config>(p, &m0, &n0)) return;  // whole block, before any barrier
 
   // This split's k-tiles; the launcher leaves none empty, but an empty one writes zeros.
   const int64_t k_tiles = ceil_div(p.K, kBlockK);

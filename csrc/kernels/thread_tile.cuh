@@ -152,4 +152,21 @@ __device__ __forceinline__ void grouped_tile(int64_t tile, int64_t tiles_m, int6
   *tile_n = in_group / rows;
 }
 
+// The origin (m0, n0) of this block's tile of C, tiles numbered by linear_tile_index and placed
+// by grouped_tile; false for a block past the last tile (the grid's last row may overhang), which
+// must return before any barrier.
+template <typename Config>
+__device__ __forceinline__ bool grouped_block_origin(const GemmParams& p, int64_t* m0,
+                                                     int64_t* n0) {
+  const int64_t tiles_m = ceil_div(p.M, Config::kBlockM);
+  const int64_t tiles_n = ceil_div(p.N, Config::kBlockN);
+  const int64_t tile = linear_tile_index();
+  if (tile >= tiles_m * tiles_n) return false;
+  int64_t tile_m, tile_n;
+  grouped_tile<Config::kGroupM>(tile, tiles_m, tiles_n, &tile_m, &tile_n);
+  *m0 = tile_m * Config::kBlockM;
+  *n0 = tile_n * Config::kBlockN;
+  return true;
+}
+
 }  // namespace torch_gemm

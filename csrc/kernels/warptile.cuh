@@ -49,14 +49,8 @@ gemm_warptile_kernel(GemmParams p) {
   __shared__ __align__(kAlign) float sA[kStages][kBlockK][kPitchA];  // (kStages, kBlockK, kBlockM)
   __shared__ __align__(kAlign) float sB[kStages][kBlockK][kPitchB];  // (kStages, kBlockK, kBlockN)
 
-  const int64_t tiles_m = ceil_div(p.M, kBlockM);
-  const int64_t tiles_n = ceil_div(p.N, kBlockN);
-  const int64_t tile = linear_tile_index();
-  if (tile >= tiles_m * tiles_n) return;  // whole block, before any barrier
-  int64_t tile_m, tile_n;
-  grouped_tile<Config::kGroupM>(tile, tiles_m, tiles_n, &tile_m, &tile_n);
-  const int64_t m0 = tile_m * kBlockM;
-  const int64_t n0 = tile_n * kBlockN;
+  int64_t m0, n0;
+  if (!grouped_block_origin<Config>(p, &m0, &n0)) return;  // whole block, before any barrier
 
   const OperandView view_a{static_cast<const float*>(p.a), p.M, p.a_stride_m, p.a_stride_k};
   const OperandView view_b{static_cast<const float*>(p.b), p.N, p.b_stride_n, p.b_stride_k};
