@@ -56,7 +56,7 @@ def test_fuzz(device, kernel, dtype):
     on_gpu = device == "cuda"
     total = int(os.environ.get("TORCH_GEMM_FUZZ_CASES", "0")) or (400 if on_gpu else 240)
     n_params = len(kernel_dtype_params(("cuda",) if on_gpu else ("cpu",)))
-    cases = max(1, total // n_params)
+    cases = max(1, -(-total // n_params))  # rounded up: the total over all params is at least `total`
     limit = 3000 if on_gpu else 700
     rng = random.Random(f"{SEED}-{device}-{kernel}-{dtype}")
     gen = torch.Generator(device=device)
