@@ -68,18 +68,13 @@ template <typename Layout, int kBlockX, int kBlockK, int kThreads, int kPitch>
 struct AsyncOperandLoader
     : OperandTileMap<AsyncCopyLayout<Layout>, kBlockX, kBlockK, kThreads, kPitch> {
   using Map = OperandTileMap<AsyncCopyLayout<Layout>, kBlockX, kBlockK, kThreads, kPitch>;
-  static constexpr int kCopyFloats = Map::kFloat4 && Map::kMNMajor ? HardwareConfig::kVecFloats : 1;
-  static constexpr int kCopiesPerLoad = Map::kVec / kCopyFloats;
+  // One cp.async per vector: 16 bytes (MN-major float4) or 4 (every other layout).
+  static constexpr int kCopyBytes = Map::kVec * static_cast<int>(sizeof(float));
 
   const float* base_;  // a valid address for the copies predicated off (they read nothing)
 
   __device__ __forceinline__ AsyncOperandLoader(const OperandView& op, int64_t x0)
       : Map(op, x0), base_(op.ptr) {}
-
-  // Skips the first k_tiles k-tiles (a split-K slice starts past them).
-  __device__ __forceinline__ void skip(int64_t k_tiles) {
-    this->ptr_ += k_tiles * kBlockK * this->stride_k_;
-  }
 
   // Issues this thread's copies of the current k-tile into sX (kBlockK, kPitch); k_limit = valid
   // k in it (1..kBlockK). Every k-tile but a K-edge one is whole in k, and every block but an
@@ -108,17 +103,12 @@ struct AsyncOperandLoader
   __device__ __forceinline__ void copy_tile(float (*sX)[kPitch], int k_limit) const {
 #pragma unroll
     for (int j = 0; j < Map::kLoads; ++j) {
-#pragma unroll
-      for (int i = 0; i < kCopiesPerLoad; ++i) {
-        float* dst = &sX[Map::smem_k(j, i)][Map::smem_x(j, i)];
-        if constexpr (kTest == kTestNone) {
-          cp_async<kCopyFloats * sizeof(float)>(dst, this->element(j, i));
-        } else {
-          const bool valid = kTest == kTestX ? Map::x_offset(j) < this->x_left_
-                                             : this->in_bounds(j, i, k_limit);
-          cp_async_zfill<kCopyFloats * sizeof(float)>(dst, valid ? this->element(j, i) : base_,
-                                                       valid);
-        }
+      float* dst = &sX[Map::smem_k(j)][Map::smem_x(j)];
+      if constexpr (kTest == kTestNone) {
+        cp_async<kCopyBytes>(dst, this->element(j));
+      } else {
+        const bool valid = kTest == kTestX ? this->x_in_bounds(j) : this->in_bounds(j, k_limit);
+        cp_async_zfill<kCopyBytes>(dst, valid ? this->element(j) : base_, valid);
       }
     }
   }
@@ -156,8 +146,8 @@ gemm_multistage_kernel(GemmParams p, OutputView out, int64_t split_stride,
   const OperandView view_b{static_cast<const float*>(p.b), p.N, p.b_stride_n, p.b_stride_k};
   LoaderA load_a(view_a, m0);
   LoaderB load_b(view_b, n0);
-  load_a.skip(kt_begin);
-  load_b.skip(kt_begin);
+  load_a.advance(kt_begin);
+  load_b.advance(kt_begin);
   Tile tt;
 
   // Issues the copies of the next k-tile (relative index `issued`) into `stage`, or none past

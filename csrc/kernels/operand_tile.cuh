@@ -132,13 +132,10 @@ struct OperandTileMap {
   __host__ __device__ static constexpr int k_offset(int load) {
     return kMNMajor ? strided_offset(load) : contig_offset(load);
   }
-  // The smem coordinates (k, x) of element i of this thread's vector `load`.
-  __device__ __forceinline__ static int smem_k(int load, int i) {
-    return k_t() + k_offset(load) + (kMNMajor ? 0 : i);
-  }
-  __device__ __forceinline__ static int smem_x(int load, int i) {
-    return x_t() + x_offset(load) + (kMNMajor ? i : 0);
-  }
+  // The smem coordinates (k, x) of the first element of this thread's vector `load` (a kMN
+  // vector runs along x, a kK one along k).
+  __device__ __forceinline__ static int smem_k(int load) { return k_t() + k_offset(load); }
+  __device__ __forceinline__ static int smem_x(int load) { return x_t() + x_offset(load); }
 
   const float* ptr_;         // this thread's element 0 of load 0 in the current k-tile
   int64_t stride_x_;         // the operand's strides, as given
@@ -153,19 +150,21 @@ struct OperandTileMap {
     x_left_ = clamp_to_tile<kBlockX>(op.extent_x - x0) - x_t();
   }
 
-  // On to the next k-tile.
-  __device__ __forceinline__ void advance() { ptr_ += kBlockK * stride_k_; }
-
-  // Whether vector `load` of the current k-tile is inside the matrix, k_limit being the valid k
-  // in the k-tile (1..kBlockK); for K-major vectors, element i of it (kK vectors run along k).
-  __device__ __forceinline__ bool in_bounds(int load, int i, int k_limit) const {
-    return x_offset(load) < x_left_ && k_offset(load) + (kMNMajor ? 0 : i) < k_limit - k_t();
+  // On k_tiles k-tiles (a split-K slice starts past the earlier ones).
+  __device__ __forceinline__ void advance(int64_t k_tiles = 1) {
+    ptr_ += k_tiles * kBlockK * stride_k_;
   }
-  // Global address of element i of this thread's vector `load` in the current k-tile.
-  __device__ __forceinline__ const float* element(int load, int i) const {
-    const int x = x_offset(load) + (kMNMajor ? i : 0);
-    const int k = k_offset(load) + (kMNMajor ? 0 : i);
-    return ptr_ + x * x_step(stride_x_) + k * k_step(stride_k_);
+
+  // Whether vector `load` is inside the matrix in x, and whether it is inside in x and k of the
+  // current k-tile, k_limit being the valid k in it (1..kBlockK). A vector is wholly inside or
+  // wholly outside (see OperandLayout::kVec).
+  __device__ __forceinline__ bool x_in_bounds(int load) const { return x_offset(load) < x_left_; }
+  __device__ __forceinline__ bool in_bounds(int load, int k_limit) const {
+    return x_in_bounds(load) && k_offset(load) < k_limit - k_t();
+  }
+  // Global address of this thread's vector `load` in the current k-tile.
+  __device__ __forceinline__ const float* element(int load) const {
+    return ptr_ + x_offset(load) * x_step(stride_x_) + k_offset(load) * k_step(stride_k_);
   }
 
   // The operand's strides with the unit stride of a float4 layout made a compile-time constant.
@@ -183,14 +182,10 @@ struct OperandTileMap {
 template <typename Layout, int kBlockX, int kBlockK, int kThreads, int kPitch>
 struct OperandTileLoader : OperandTileMap<Layout, kBlockX, kBlockK, kThreads, kPitch> {
   using Map = OperandTileMap<Layout, kBlockX, kBlockK, kThreads, kPitch>;
-  using Map::contig_offset;
-  using Map::contig_t;
   using Map::kFloat4;
   using Map::kLoads;
   using Map::kMNMajor;
   using Map::kVec;
-  using Map::strided_offset;
-  using Map::strided_t;
   using Map::Map;
 
   float r_[kLoads][kVec];    // the tile in flight between global and shared memory
@@ -201,8 +196,8 @@ struct OperandTileLoader : OperandTileMap<Layout, kBlockX, kBlockK, kThreads, kP
   __device__ __forceinline__ void load(int k_limit) {
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
-      if (this->in_bounds(j, 0, k_limit)) {
-        load_vector<kVec>(this->element(j, 0), r_[j]);
+      if (this->in_bounds(j, k_limit)) {
+        load_vector<kVec>(this->element(j), r_[j]);
       } else {
 #pragma unroll
         for (int i = 0; i < kVec; ++i) r_[j][i] = 0.0f;
@@ -214,18 +209,17 @@ struct OperandTileLoader : OperandTileMap<Layout, kBlockX, kBlockK, kThreads, kP
   __device__ __forceinline__ void store(float (*sX)[kPitch]) const {
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
-      const int c = contig_t() + contig_offset(j);
-      const int s = strided_t() + strided_offset(j);
+      const int k = Map::smem_k(j), x = Map::smem_x(j);
       if constexpr (kMNMajor) {
         if constexpr (kFloat4) {
-          *reinterpret_cast<float4*>(&sX[s][c]) =
+          *reinterpret_cast<float4*>(&sX[k][x]) =
               make_float4(r_[j][0], r_[j][1], r_[j][2], r_[j][3]);
         } else {
-          sX[s][c] = r_[j][0];
+          sX[k][x] = r_[j][0];
         }
       } else {
 #pragma unroll
-        for (int i = 0; i < kVec; ++i) sX[c + i][s] = r_[j][i];
+        for (int i = 0; i < kVec; ++i) sX[k + i][x] = r_[j][i];
       }
     }
   }

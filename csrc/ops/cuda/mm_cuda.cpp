@@ -43,12 +43,12 @@ int current_sm() {
 // - under 48 output tiles: smem32 (7.15 vs 3.42 at 64x4096x4096, ~6.3 vs ~3.3 at 512^3), while
 //   from 64 tiles on warptile wins (13.6 vs 7.3 at 256x4096x4096, 12.4 vs 7.3 at 1000^3).
 // 16-bit and fp64: the 32x32 tile until the tensor-core and fp64 rungs land.
-std::string_view choose_auto_kernel(DType dtype, int64_t M, int64_t N) {
+std::string_view choose_auto_kernel(DType dtype, int sm, int64_t M, int64_t N) {
   constexpr int kMultistageMinSm = 80;
   constexpr int64_t kDecodeRows = 32;  // min(M, N) at or below which smem16 wins
   constexpr int64_t kMinWarptileTiles = 48;
   if (dtype != DType::kFloat32) return "smem32";
-  if (current_sm() >= kMultistageMinSm) return "multistage";
+  if (sm >= kMultistageMinSm) return "multistage";
   if (std::min(M, N) <= kDecodeRows) return "smem16";
   const int64_t tiles = ceil_div(M, kWarptileBlockM) * ceil_div(N, kWarptileBlockN);
   return tiles < kMinWarptileTiles ? "smem32" : "warptile";
@@ -57,9 +57,10 @@ std::string_view choose_auto_kernel(DType dtype, int64_t M, int64_t N) {
 at::Tensor mm_tiled_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
   const DType dtype = check_mm_inputs(kMmTiled, a, b);
   const c10::cuda::CUDAGuard device_guard(a.device());
+  const int sm = current_sm();  // queried once: the auto rule and the table's min_sm both use it
   const auto& entry = find_kernel(kMmTiled, kCudaKernels, kernel,
-                                  choose_auto_kernel(dtype, a.size(0), b.size(1)), dtype, a.device(),
-                                  current_sm);
+                                  choose_auto_kernel(dtype, sm, a.size(0), b.size(1)), dtype,
+                                  a.device(), [sm] { return sm; });
 
   at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
   GemmParams params = make_gemm_params(a, b, c, dtype);
