@@ -16,6 +16,9 @@
 // and the kernels take any strides anyway. The Python wrappers keep `kernel=` keyword-only.
 TORCH_LIBRARY(gemm, m) {
   m.def("mm_tiled(Tensor a, Tensor b, str kernel=\"auto\") -> Tensor", {at::Tag::flexible_layout});
+  m.def("bmm_tiled(Tensor a, Tensor b, str kernel=\"auto\") -> Tensor", {at::Tag::flexible_layout});
+  m.def("linear_tiled(Tensor x, Tensor weight, Tensor? bias=None, str kernel=\"auto\") -> Tensor",
+        {at::Tag::flexible_layout});
 }
 
 PYBIND11_MODULE(_C, m) {

@@ -90,9 +90,10 @@ def make_operands(M: int, N: int, K: int, layout: str, dtype: torch.dtype, devic
     return a, b
 
 
-def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b in float64 on the same (already rounded) inputs."""
-    return a.double() @ b.double()
+def reference(a: torch.Tensor, b: torch.Tensor, bias=None) -> torch.Tensor:
+    """a @ b (+ bias) in float64 on the same (already rounded) inputs."""
+    out = a.double() @ b.double()
+    return out if bias is None else out + bias.double()
 
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -133,19 +134,23 @@ def error_scale(ref: torch.Tensor, summands: torch.Tensor, K: int) -> float:
     return max(ref.norm().item(), summands.norm().item() / math.sqrt(max(K, 1)))
 
 
-def assert_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+def assert_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias=None) -> None:
     """DESIGN §5 on the whole matrix — fp64 < 1e-12, fp32 < 1e-5 (relative to error_scale),
     16-bit within 2x of torch.mm's own error on the same inputs — and, so that one wrong element
     or edge row cannot hide in the rounding of the rest, on every element:
     |out - ref| <= eps(out dtype)·(|ref| + tiny) + 3·√K·u(accumulator)·(|A|·|B|), where
-    eps·tiny is the output dtype's subnormal spacing (fp16 results under 6e-5 round absolutely)."""
+    eps·tiny is the output dtype's subnormal spacing (fp16 results under 6e-5 round absolutely).
+    With a bias (linear_tiled's epilogue) the reference is a @ b + bias and torch's own error is
+    that of torch.addmm."""
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
     assert out.shape == (M, N)
     assert out.dtype == a.dtype and out.device == a.device
     assert out.is_contiguous()
     assert not torch.isnan(out).any(), "NaN in output (unwritten element or bad arithmetic)"
-    ref = reference(a, b)
+    ref = reference(a, b, bias)
     summands = a.double().abs() @ b.double().abs()
+    if bias is not None:
+        summands = summands + bias.double().abs()
     diff = (out.double() - ref).abs()
     if a.dtype in (torch.float64, torch.float32):
         tol = 1e-12 if a.dtype == torch.float64 else 1e-5
@@ -154,7 +159,8 @@ def assert_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tenso
         err = 0.0 if total == 0.0 else (total / scale if scale > 0 else math.inf)
     else:
         err = rel_err(out, ref)
-        tol = max(2.0 * rel_err(torch.mm(a, b), ref), 1e-6)
+        ours_torch = torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
+        tol = max(2.0 * rel_err(ours_torch, ref), 1e-6)
     assert err <= tol, f"rel_err {err:.3e} > {tol:.3e} for {tuple(a.shape)}@{tuple(b.shape)} {a.dtype}"
     bound = _OUT_EPS[a.dtype] * (ref.abs() + torch.finfo(a.dtype).tiny) + 3.0 * math.sqrt(max(K, 1)) * _ACC_UNIT.get(a.dtype, 2.0**-24) * summands
     worst = (diff - bound).argmax() if diff.numel() else None

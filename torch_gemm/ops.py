@@ -81,6 +81,44 @@ def mm_tiled(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> torch
     return torch.ops.gemm.mm_tiled.default(a, b, kernel)
 
 
+def bmm_tiled(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> torch.Tensor:
+    """Batched matrix product ``a[i] @ b[i]`` of 3-D tensors, as ``torch.bmm``.
+
+    Args:
+        a: ``(B, M, K)`` tensor, float32, float64, float16 or bfloat16, any strides, including
+            batch stride 0 (an expanded operand) and transposed views such as ``k.transpose(1, 2)``.
+        b: ``(B, K, N)`` tensor of the same dtype and on the same device.
+        kernel: as for :func:`mm_tiled`; the batch runs in one launch.
+
+    Returns:
+        A new contiguous ``(B, M, N)`` tensor. Differentiable in ``a`` and ``b`` through the same
+        kernels; autocast casts as for ``torch.bmm``.
+    """
+    return torch.ops.gemm.bmm_tiled.default(a, b, kernel)
+
+
+def linear_tiled(
+    x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, *, kernel: str = "auto"
+) -> torch.Tensor:
+    """``x @ weight.T + bias``, as ``torch.nn.functional.linear``, with the bias added in the
+    kernel's epilogue.
+
+    Args:
+        x: ``(..., K)`` tensor (any number of leading dimensions, flattened into the rows of one
+            product: a view where the strides allow, else a copy).
+        weight: ``(N, K)`` tensor, as ``nn.Linear`` stores it; read transposed through its
+            strides, never copied.
+        bias: optional ``(N,)`` tensor, same dtype and device, added before the one rounding to
+            the output dtype.
+        kernel: as for :func:`mm_tiled`.
+
+    Returns:
+        A new ``(..., N)`` tensor. Differentiable in x, weight and bias: dx = grad·W and
+        dW = gradᵀ·x run through the same kernels, db = grad summed over the leading dimensions.
+    """
+    return torch.ops.gemm.linear_tiled.default(x, weight, bias, kernel)
+
+
 # ---------------------------------------------------------------------------------------------
 # Fake kernel: shapes, dtype and device of the result without computing it. Mirrors the checks
 # of csrc/ops/mm_common.cpp and csrc/ops/kernel_registry.h so that bad calls fail the same way
@@ -139,11 +177,73 @@ def _check_kernel_name(op: str, kernel: str, device: torch.device, dtype: torch.
         )
 
 
+def _check_pair(op: str, a: torch.Tensor, a_name: str, b: torch.Tensor, b_name: str) -> None:
+    """check_operand_pair of csrc/ops/mm_common.cpp: supported, equal dtypes and one device."""
+    for arg, t in ((a_name, a), (b_name, b)):
+        torch._check(
+            t.dtype in _DTYPE_NAMES,
+            lambda: f"{op}: {arg} has unsupported dtype {_c10_name(t.dtype)}; supported dtypes are Float, Double, Half and BFloat16",
+        )
+    torch._check(
+        a.dtype == b.dtype,
+        lambda: f"{op}: {a_name} and {b_name} must have the same dtype, got {_c10_name(a.dtype)} and {_c10_name(b.dtype)}",
+    )
+    torch._check(
+        a.device == b.device,
+        lambda: f"{op}: {a_name} and {b_name} must be on the same device, got {a.device} and {b.device}",
+    )
+
+
+def _check_dim(op: str, t: torch.Tensor, name: str, dim: int) -> None:
+    torch._check(t.dim() == dim, lambda: f"{op}: {name} must be a {dim}-D tensor, got a {t.dim()}-D tensor of shape {list(t.shape)}")
+
+
 @torch.library.register_fake("gemm::mm_tiled")
 def _mm_tiled_fake(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> torch.Tensor:
     _check_mm_args("gemm::mm_tiled", a, b)
     _check_kernel_name("gemm::mm_tiled", kernel, a.device, a.dtype)
     return a.new_empty((a.shape[0], b.shape[1]))
+
+
+@torch.library.register_fake("gemm::bmm_tiled")
+def _bmm_tiled_fake(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> torch.Tensor:
+    op = "gemm::bmm_tiled"
+    _check_dim(op, a, "a", 3)
+    _check_dim(op, b, "b", 3)
+    torch._check(
+        a.shape[0] == b.shape[0],
+        lambda: f"{op}: batch sizes differ: a is {list(a.shape)} and b is {list(b.shape)} (a.size(0) must equal b.size(0))",
+    )
+    torch._check(
+        a.shape[2] == b.shape[1],
+        lambda: f"{op}: inner dimensions differ: a is {list(a.shape)} and b is {list(b.shape)} (a.size(2) must equal b.size(1))",
+    )
+    _check_pair(op, a, "a", b, "b")
+    _check_kernel_name(op, kernel, a.device, a.dtype)
+    return a.new_empty((a.shape[0], a.shape[1], b.shape[2]))
+
+
+@torch.library.register_fake("gemm::linear_tiled")
+def _linear_tiled_fake(
+    x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, kernel: str = "auto"
+) -> torch.Tensor:
+    op = "gemm::linear_tiled"
+    torch._check(x.dim() >= 1, lambda: f"{op}: x must have at least 1 dimension, got a 0-D tensor")
+    _check_dim(op, weight, "weight", 2)
+    torch._check(
+        x.shape[-1] == weight.shape[1],
+        lambda: f"{op}: x's last dimension must equal weight.size(1) (weight is (out_features, in_features)), "
+        f"got x of shape {list(x.shape)} and weight of shape {list(weight.shape)}",
+    )
+    _check_pair(op, x, "x", weight, "weight")
+    if bias is not None:
+        _check_pair(op, x, "x", bias, "bias")
+        torch._check(
+            bias.dim() == 1 and bias.shape[0] == weight.shape[0],
+            lambda: f"{op}: bias must be a 1-D tensor of weight.size(0) = {weight.shape[0]} elements, got shape {list(bias.shape)}",
+        )
+    _check_kernel_name(op, kernel, x.device, x.dtype)
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,12 +262,70 @@ def _mm_tiled_backward(ctx, grad: torch.Tensor):
     a, b = ctx.saved_tensors
     grad_a = grad_b = None
     if ctx.needs_input_grad[0]:
-        grad_a = torch.ops.gemm.mm_tiled.default(grad, b.mT, kernel=ctx.kernel)
+        grad_a = torch.ops.gemm.mm_tiled.default(grad, b.mT, ctx.kernel)
     if ctx.needs_input_grad[1]:
-        grad_b = torch.ops.gemm.mm_tiled.default(a.mT, grad, kernel=ctx.kernel)
+        grad_b = torch.ops.gemm.mm_tiled.default(a.mT, grad, ctx.kernel)
     return grad_a, grad_b, None
 
 
 torch.library.register_autograd(
     "gemm::mm_tiled", _mm_tiled_backward, setup_context=_mm_tiled_setup_context
+)
+
+
+# C[i] = A[i]·B[i]: the same formula per batch element, through bmm_tiled.
+
+
+def _bmm_tiled_backward(ctx, grad: torch.Tensor):
+    a, b = ctx.saved_tensors
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:
+        grad_a = torch.ops.gemm.bmm_tiled.default(grad, b.mT, ctx.kernel)
+    if ctx.needs_input_grad[1]:
+        grad_b = torch.ops.gemm.bmm_tiled.default(a.mT, grad, ctx.kernel)
+    return grad_a, grad_b, None
+
+
+torch.library.register_autograd(
+    "gemm::bmm_tiled", _bmm_tiled_backward, setup_context=_mm_tiled_setup_context
+)
+
+
+# y = x·Wᵀ + b over the rows of x (its leading dimensions flattened):
+#   dx = grad·W   (linear_tiled with Wᵀ as its weight: a strided view, and the leading dims kept),
+#   dW = gradᵀ·x  (mm_tiled over the flattened rows),
+#   db = grad summed over the rows.
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """t[..., K] as (rows, K): flatten keeps a view where it can, and unlike reshape(-1, K) it
+    is not ambiguous when K == 0."""
+    return t.unsqueeze(0) if t.dim() == 1 else t.flatten(0, -2)
+
+
+def _needs_grad(ctx, index: int) -> bool:
+    """ctx.needs_input_grad[index], False past its end: the dispatcher drops trailing arguments
+    equal to their defaults (bias=None, kernel="auto"), and needs_input_grad with them."""
+    return index < len(ctx.needs_input_grad) and ctx.needs_input_grad[index]
+
+
+def _linear_tiled_setup_context(ctx, inputs, output) -> None:
+    x, weight, bias, ctx.kernel = inputs
+    ctx.save_for_backward(x if _needs_grad(ctx, 1) else None, weight if _needs_grad(ctx, 0) else None)
+
+
+def _linear_tiled_backward(ctx, grad: torch.Tensor):
+    x, weight = ctx.saved_tensors
+    grad_x = grad_weight = grad_bias = None
+    if _needs_grad(ctx, 0):
+        grad_x = torch.ops.gemm.linear_tiled.default(grad, weight.mT, None, ctx.kernel)
+    if _needs_grad(ctx, 1):
+        grad_weight = torch.ops.gemm.mm_tiled.default(_rows(grad).mT, _rows(x), ctx.kernel)
+    if _needs_grad(ctx, 2):
+        grad_bias = _rows(grad).sum(0)
+    return grad_x, grad_weight, grad_bias, None
+
+
+torch.library.register_autograd(
+    "gemm::linear_tiled", _linear_tiled_backward, setup_context=_linear_tiled_setup_context
 )

@@ -83,25 +83,28 @@ template <typename T>
 void gemm_blocked_typed(const GemmParams& p) {
   using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
   using Cfg = BlockedConfig<Acc>;
-  const T* A = static_cast<const T*>(p.a);
-  const T* B = static_cast<const T*>(p.b);
-  T* C = static_cast<T*>(p.c);
+  const T* bias = static_cast<const T*>(p.bias);
 
   const int64_t blocks_m = (p.M + Cfg::kMc - 1) / Cfg::kMc;
   const int64_t blocks_n = (p.N + Cfg::kNc - 1) / Cfg::kNc;
-  // Tasks are (row block, column block) pairs, so skinny shapes (a few rows, many columns) still
-  // use every thread.
+  const int64_t blocks = blocks_m * blocks_n;
+  // Tasks are (batch element, row block, column block) triples, so skinny shapes (a few rows,
+  // many columns) and batches of small products still use every thread.
   // Scratch sized to the problem, not to the block maxima: small products (decode shapes, the
   // backward of tiny layers) would otherwise allocate and clear 384 KB per call.
   const int64_t rows_max = std::min(Cfg::kMc, round_up(p.M, Cfg::kMr));
   const int64_t cols_max = std::min(Cfg::kNc, round_up(p.N, Cfg::kNr));
   const int64_t depth_max = std::min(Cfg::kKc, p.K);
-  at::parallel_for(0, blocks_m * blocks_n, 1, [&](int64_t task_begin, int64_t task_end) {
+  at::parallel_for(0, p.batch * blocks, 1, [&](int64_t task_begin, int64_t task_end) {
     std::unique_ptr<Acc[]> a_pack(new Acc[rows_max * depth_max]);
     std::unique_ptr<Acc[]> b_pack(new Acc[depth_max * cols_max]);
     std::unique_ptr<Acc[]> c_block(new Acc[rows_max * Cfg::kNc]);  // row pitch kNc, as the micro-kernel expects
     for (int64_t task = task_begin; task < task_end; ++task) {
-      const int64_t m0 = task / blocks_n * Cfg::kMc;
+      const int64_t z = task / blocks;
+      const T* A = static_cast<const T*>(p.a) + z * p.a_stride_batch;
+      const T* B = static_cast<const T*>(p.b) + z * p.b_stride_batch;
+      T* C = static_cast<T*>(p.c) + z * p.c_stride_batch;
+      const int64_t m0 = task % blocks / blocks_n * Cfg::kMc;
       const int64_t n0 = task % blocks_n * Cfg::kNc;
       const int64_t mc = std::min(Cfg::kMc, p.M - m0);
       const int64_t nc = std::min(Cfg::kNc, p.N - n0);
@@ -136,10 +139,12 @@ void gemm_blocked_typed(const GemmParams& p) {
         block_product(mc_pad, nc_pad, kc, a_pack.get(), b_pack.get(), c_block.get());
       }
 
+      // The bias joins in the accumulator type, before the one rounding to T.
       for (int64_t i = 0; i < mc; ++i) {
         for (int64_t j = 0; j < nc; ++j) {
+          const Acc b = bias ? static_cast<Acc>(bias[(n0 + j) * p.bias_stride]) : Acc(0);
           C[(m0 + i) * p.c_stride_m + (n0 + j) * p.c_stride_n] =
-              static_cast<T>(c_block[i * Cfg::kNc + j]);
+              static_cast<T>(c_block[i * Cfg::kNc + j] + b);
         }
       }
     }
@@ -149,7 +154,7 @@ void gemm_blocked_typed(const GemmParams& p) {
 }  // namespace
 
 void gemm_blocked(const GemmParams& params) {
-  if (params.M == 0 || params.N == 0) return;
+  if (params.M == 0 || params.N == 0 || params.batch == 0) return;
   switch (params.dtype) {
     case DType::kFloat32: return gemm_blocked_typed<float>(params);
     case DType::kFloat64: return gemm_blocked_typed<double>(params);

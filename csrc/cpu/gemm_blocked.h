@@ -5,8 +5,8 @@
 
 namespace torch_gemm::cpu {
 
-// C = A·B for the four dtypes of GemmParams, fp32 accumulation for the 16-bit types. Parallel
-// over at::parallel_for's threads; any strides.
+// C = A·B (+ bias) for every batch element, the four dtypes of GemmParams, fp32 accumulation for
+// the 16-bit types. Parallel over at::parallel_for's threads; any strides.
 void gemm_blocked(const GemmParams& params);
 
 }  // namespace torch_gemm::cpu

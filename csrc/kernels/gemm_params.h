@@ -1,15 +1,28 @@
 // The one description of a GEMM that crosses from the torch boundary into the launchers:
-// C[M, N] = A[M, K] · B[K, N], every operand addressed through its own element strides, so
-// transposed and sliced views reach the kernels without a copy. No torch headers here.
+// C[z, M, N] = A[z, M, K] · B[z, K, N] (+ bias[N]) for z in [0, batch), every operand addressed
+// through its own element strides, so transposed, sliced and broadcast (stride 0) views reach the
+// kernels without a copy. No torch headers here.
 #pragma once
 
 #include <cstdint>
+
+// Host and device where compiled by nvcc (batch_element uses dtype_size in kernels), host only in
+// the torch boundary's C++.
+#ifdef __CUDACC__
+#define TORCH_GEMM_HOST_DEVICE __host__ __device__
+#else
+#define TORCH_GEMM_HOST_DEVICE
+#endif
 
 namespace torch_gemm {
 
 // Element types the CUDA kernels are instantiated for. The torch boundary maps ScalarType onto
 // this; the launchers switch on it to pick the template instantiation.
 enum class DType : int { kFloat32, kFloat64, kFloat16, kBFloat16 };
+
+TORCH_GEMM_HOST_DEVICE constexpr int64_t dtype_size(DType dtype) {
+  return dtype == DType::kFloat64 ? 8 : dtype == DType::kFloat32 ? 4 : 2;
+}
 
 struct GemmParams {
   int64_t M = 0, N = 0, K = 0;
@@ -26,6 +39,19 @@ struct GemmParams {
   void* c = nullptr;        // (M, N), written, never read
   int64_t c_stride_m = 0;
   int64_t c_stride_n = 0;
+
+  // Batched products (gemm::bmm_tiled): `batch` independent products, operand z at the pointers
+  // above moved by z times these element strides. Launchers put z on blockIdx.z (batch_element).
+  int64_t batch = 1;
+  int64_t a_stride_batch = 0;
+  int64_t b_stride_batch = 0;
+  int64_t c_stride_batch = 0;
+
+  // gemm::linear_tiled: bias[n] (same dtype as the operands) is added to every row of C in the
+  // epilogue, in the accumulator type before the one rounding to the output type; null for none.
+  // The same bias serves every batch element.
+  const void* bias = nullptr;  // (N)
+  int64_t bias_stride = 0;
 
   // Scratch memory a launcher asked for (GemmWorkspaceFn), allocated by the caller on the same
   // stream; null when none was asked for.

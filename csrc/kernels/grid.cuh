@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/gemm_params.h"
+
 namespace torch_gemm {
 
 constexpr int64_t kMaxGridY = 65535;  // hardware limit on gridDim.y; kernels stride past it
@@ -27,6 +29,32 @@ inline bool grid_for_tiles(int64_t tiles, dim3* grid) {
   if (y > kMaxGridY) return false;
   *grid = dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
   return true;
+}
+
+constexpr int64_t kMaxGridZ = 65535;  // hardware limit on gridDim.z; launchers chunk the batch
+
+// The params of batch element `index`: A, B and C moved by the batch strides; bias, shared by the
+// batch, stays. Kernels call it first with blockIdx.z (or the batch part of it).
+__host__ __device__ inline GemmParams batch_element(GemmParams p, int64_t index) {
+  const int64_t bytes = dtype_size(p.dtype);
+  p.a = static_cast<const char*>(p.a) + index * p.a_stride_batch * bytes;
+  p.b = static_cast<const char*>(p.b) + index * p.b_stride_batch * bytes;
+  p.c = static_cast<char*>(p.c) + index * p.c_stride_batch * bytes;
+  return p;
+}
+
+// Calls launch(chunk) for consecutive chunks of the batch, each at most max_per_launch elements
+// (a launcher with blockIdx.z = batch element passes kMaxGridZ): chunk.batch is the chunk's size
+// and its pointers start at its first element. Stops at the first error.
+template <typename Launch>
+cudaError_t for_each_batch_chunk(const GemmParams& p, int64_t max_per_launch, Launch&& launch) {
+  for (int64_t first = 0; first < p.batch; first += max_per_launch) {
+    GemmParams chunk = batch_element(p, first);
+    chunk.batch = std::min(max_per_launch, p.batch - first);
+    const cudaError_t err = launch(chunk);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace torch_gemm

@@ -114,13 +114,19 @@ struct AsyncOperandLoader
   }
 };
 
-// One block per (kBlockM, kBlockN) tile of C and per split of K (blockIdx.z). Split s computes
-// k-tiles [s·k_tiles_per_split, (s + 1)·k_tiles_per_split) and writes out + s·split_stride: C
-// itself without split-K, else slice s of a workspace that gemm_splitk_reduce_kernel sums.
+// How a multistage launch splits K: `splits` slices of k_tiles_per_split k-tiles each.
+struct SplitK {
+  int splits = 1;
+  int64_t k_tiles_per_split = 0;
+};
+
+// One block per (kBlockM, kBlockN) tile of C and per split of K or batch element (blockIdx.z:
+// split-K only runs unbatched). Split s computes k-tiles [s·k_tiles_per_split,
+// (s + 1)·k_tiles_per_split) and writes C itself without split-K, else slice s of the (splits,
+// M, N) workspace that gemm_splitk_reduce_kernel sums.
 template <typename Config, typename LayoutA, typename LayoutB>
 __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSM)
-gemm_multistage_kernel(GemmParams p, OutputView out, int64_t split_stride,
-                       int64_t k_tiles_per_split) {
+gemm_multistage_kernel(GemmParams p, SplitK split, float* workspace) {
   constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN, kBlockK = Config::kBlockK;
   constexpr int kStages = Config::kStages;
   using LoaderA = AsyncOperandLoader<LayoutA, kBlockM, kBlockK, Config::kThreads, Config::kPitchA>;
@@ -133,14 +139,17 @@ gemm_multistage_kernel(GemmParams p, OutputView out, int64_t split_stride,
   auto* sB = reinterpret_cast<float (*)[kBlockK][Config::kPitchB]>(
       reinterpret_cast<float*>(smem) + kStages * Config::kStageFloatsA);    // (kStages, kBlockK, kPitchB)
 
+  const int split_index = blockIdx.z % split.splits;
+  p = batch_element(p, blockIdx.z / split.splits);
   int64_t m0, n0;
   if (!grouped_block_origin<Config>(p, &m0, &n0)) return;  // whole block, before any barrier
 
   // This split's k-tiles; the launcher leaves none empty, but an empty one writes zeros.
   const int64_t k_tiles = ceil_div(p.K, kBlockK);
-  const int64_t kt_begin = blockIdx.z * k_tiles_per_split;
-  const int64_t kt_count =
-      k_tiles - kt_begin < k_tiles_per_split ? k_tiles - kt_begin : k_tiles_per_split;
+  const int64_t kt_begin = split_index * split.k_tiles_per_split;
+  const int64_t kt_count = k_tiles - kt_begin < split.k_tiles_per_split
+                               ? k_tiles - kt_begin
+                               : split.k_tiles_per_split;
 
   const OperandView view_a{static_cast<const float*>(p.a), p.M, p.a_stride_m, p.a_stride_k};
   const OperandView view_b{static_cast<const float*>(p.b), p.N, p.b_stride_n, p.b_stride_k};
@@ -201,8 +210,9 @@ gemm_multistage_kernel(GemmParams p, OutputView out, int64_t split_stride,
   }
   cp_async_wait<0>();  // no copy outlives the block (the trailing groups are empty)
 
-  out.ptr += blockIdx.z * split_stride;
-  tt.store(out, m0, n0);
+  tt.store(split.splits > 1 ? OutputView{workspace + split_index * p.M * p.N, p.M, p.N, p.N, 1}
+                            : output_of(p),
+           m0, n0);
 }
 
 // C = the sum over s of the split-K workspace's slices (splits, M, N), in order s = 0, 1, ...:
@@ -234,23 +244,18 @@ __global__ void gemm_splitk_reduce_kernel(const float* __restrict__ workspace, i
     if constexpr (kVec == HardwareConfig::kVecFloats) {
       store_row4(c, true, m, n, sum);
     } else {
-      c.ptr[m * c.stride_m + n * c.stride_n] = sum[0];
+      c.ptr[m * c.stride_m + n * c.stride_n] = sum[0] + bias_of(c, n);
     }
   }
 }
-
-// How a multistage launch splits K: `splits` slices of k_tiles_per_split k-tiles each.
-struct SplitK {
-  int splits = 1;
-  int64_t k_tiles_per_split = 0;
-};
 
 // Bytes of fp32 workspace a split needs: one (M, N) slice per split, none without split-K.
 inline int64_t splitk_workspace_bytes(const GemmParams& p, const SplitK& split) {
   return split.splits > 1 ? split.splits * p.M * p.N * static_cast<int64_t>(sizeof(float)) : 0;
 }
 
-// Which configuration and how many K splits a shape gets, given the GPU's SM count:
+// Which configuration and how many K splits a shape gets, given the GPU's SM count (tiles
+// counted over the batch; split-K only for an unbatched product):
 // - the large tile when its tiles fill at least kLargeMinFill of the SMs (2048³: 128 tiles on 132
 //   SMs, 42.8 TFLOP/s against 28.0 for the small tile);
 // - else the small tile, split in K until about kSmallBlocksPerSM blocks per SM exist (1000³: 256
@@ -269,9 +274,11 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms) {
   using Large = MultistageLargeConfig;
   using Small = MultistageSmallConfig;
   MultistagePlan plan;
-  const int64_t large_tiles = ceil_div(p.M, Large::kBlockM) * ceil_div(p.N, Large::kBlockN);
+  const int64_t large_tiles =
+      ceil_div(p.M, Large::kBlockM) * ceil_div(p.N, Large::kBlockN) * p.batch;
   if (large_tiles >= kLargeMinFill * sms) return plan;
   plan.large = false;
+  if (p.batch != 1) return plan;
   const int64_t small_tiles = ceil_div(p.M, Small::kBlockM) * ceil_div(p.N, Small::kBlockN);
   const int64_t k_tiles = ceil_div(p.K, Small::kBlockK);
   int64_t splits = std::min(kSmallBlocksPerSM * sms / small_tiles, kMaxSplits);
@@ -299,20 +306,18 @@ cudaError_t run_multistage(const GemmParams& p, const SplitK& split, float* work
   }
   dim3 grid;
   if (!grid_for_block_tiles<Config>(p, &grid)) return cudaErrorInvalidValue;
-  grid.z = static_cast<unsigned>(split.splits);
-  const OutputView c = output_of(p);
   if (split.splits <= 1) {
-    kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(
-        p, c, 0, ceil_div(p.K, Config::kBlockK));
+    const SplitK whole{1, ceil_div(p.K, Config::kBlockK)};
+    kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(p, whole, nullptr);
     return cudaGetLastError();
   }
-  if (workspace == nullptr) return cudaErrorInvalidValue;
-  const OutputView slices{workspace, p.M, p.N, p.N, 1};
-  kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(p, slices, p.M * p.N,
-                                                                  split.k_tiles_per_split);
+  if (workspace == nullptr || p.batch != 1) return cudaErrorInvalidValue;
+  grid.z = static_cast<unsigned>(split.splits);
+  kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(p, split, workspace);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
 
+  const OutputView c = output_of(p);
   constexpr int kReduceThreads = 256;
   constexpr int64_t kReduceMaxBlocks = 4096;  // grid-stride beyond
   const bool vec = p.N % HardwareConfig::kVecFloats == 0 && vector_store_ok(c);

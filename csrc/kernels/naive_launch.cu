@@ -12,10 +12,12 @@ struct NaiveLauncher {
     using Config = NaiveConfig;
     if (p.M == 0 || p.N == 0) return cudaSuccess;
     const dim3 block(Config::kBlockN, Config::kBlockM);
-    const dim3 grid(static_cast<unsigned>(ceil_div(p.N, Config::kBlockN)),
-                    grid_y_for(ceil_div(p.M, Config::kBlockM)));
-    gemm_naive_kernel<T, Config><<<grid, block, 0, stream>>>(p);
-    return cudaGetLastError();
+    return for_each_batch_chunk(p, kMaxGridZ, [&](const GemmParams& chunk) {
+      const dim3 grid(static_cast<unsigned>(ceil_div(p.N, Config::kBlockN)),
+                      grid_y_for(ceil_div(p.M, Config::kBlockM)), static_cast<unsigned>(chunk.batch));
+      gemm_naive_kernel<T, Config><<<grid, block, 0, stream>>>(chunk);
+      return cudaGetLastError();
+    });
   }
 };
 

@@ -34,6 +34,13 @@ __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16, float>(float x)
   return __float2bfloat16_rn(x);
 }
 
+// acc + bias[n] when the params carry a bias (gemm::linear_tiled), in the accumulator type.
+template <typename T, typename Acc>
+__device__ __forceinline__ Acc add_bias(const GemmParams& p, int64_t n, Acc acc) {
+  if (p.bias == nullptr) return acc;
+  return acc + to_acc<Acc>(static_cast<const T*>(p.bias)[n * p.bias_stride]);
+}
+
 // Runs Launcher<T>::run(params, stream) with the CUDA element type T for params.dtype, so that
 // each launcher is written once as a template and instantiated for all four dtypes.
 template <template <typename> class Launcher>

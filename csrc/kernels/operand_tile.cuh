@@ -237,15 +237,24 @@ __device__ __forceinline__ int k_tile_limit(int64_t K, int64_t k0) {
   return clamp_to_tile<kBlockK>(K - k0);
 }
 
-// Where a block writes its tile of C: C itself, or one split's slice of a split-K workspace.
+// Where a block writes its tile of C: C itself, or one split's slice of a split-K workspace
+// (which carries no bias: the reduction adds it once).
 struct OutputView {
   float* ptr;
   int64_t M, N;
   int64_t stride_m, stride_n;
+  const float* bias = nullptr;  // (N), added to every row; null for none
+  int64_t bias_stride = 0;
 };
 
 __host__ __device__ inline OutputView output_of(const GemmParams& p) {
-  return {static_cast<float*>(p.c), p.M, p.N, p.c_stride_m, p.c_stride_n};
+  return {static_cast<float*>(p.c), p.M,          p.N, p.c_stride_m, p.c_stride_n,
+          static_cast<const float*>(p.bias), p.bias_stride};
+}
+
+// The bias of column n (n < N), or 0 without one.
+__device__ __forceinline__ float bias_of(const OutputView& c, int64_t n) {
+  return c.bias == nullptr ? 0.0f : c.bias[n * c.bias_stride];
 }
 
 // Whether the output takes 128-bit stores: unit column stride, row stride a multiple of 4 floats
@@ -255,17 +264,24 @@ __host__ __device__ inline bool vector_store_ok(const OutputView& c) {
          reinterpret_cast<uintptr_t>(c.ptr) % HardwareConfig::kVecBytes == 0;
 }
 
-// Writes v to C[m, n .. n+3] (n a multiple of 4), skipping columns >= N.
+// Writes v (+ the bias) to C[m, n .. n+3] (n a multiple of 4), skipping columns >= N.
 __device__ __forceinline__ void store_row4(const OutputView& c, bool vec, int64_t m, int64_t n,
                                            const float (&v)[HardwareConfig::kVecFloats]) {
   constexpr int kVec = HardwareConfig::kVecFloats;
   float* row = c.ptr + m * c.stride_m;
   if (vec && n + kVec <= c.N) {
-    *reinterpret_cast<float4*>(row + n) = make_float4(v[0], v[1], v[2], v[3]);
+    float4 out = make_float4(v[0], v[1], v[2], v[3]);
+    if (c.bias != nullptr) {
+      out.x += bias_of(c, n);
+      out.y += bias_of(c, n + 1);
+      out.z += bias_of(c, n + 2);
+      out.w += bias_of(c, n + 3);
+    }
+    *reinterpret_cast<float4*>(row + n) = out;
   } else {
 #pragma unroll
     for (int i = 0; i < kVec; ++i) {
-      if (n + i < c.N) row[(n + i) * c.stride_n] = v[i];
+      if (n + i < c.N) row[(n + i) * c.stride_n] = v[i] + bias_of(c, n + i);
     }
   }
 }
@@ -278,12 +294,14 @@ enum class OperandKind { kMNVec, kMNScalar, kKVec, kKScalar };
 
 // The layout that loads an operand (K, X) fastest. A dimension of extent <= 1 is only ever
 // indexed at 0, so its stride cannot matter: treat it as 0 (torch gives size-1 dims any stride).
+// Every batch element's base must be aligned too: stride_batch is that of a batch of more than one.
 inline OperandKind classify_operand(const void* ptr, int64_t extent_x, int64_t extent_k,
-                                    int64_t stride_x, int64_t stride_k) {
+                                    int64_t stride_x, int64_t stride_k, int64_t stride_batch) {
   constexpr int kVec = HardwareConfig::kVecFloats;
   if (extent_x <= 1) stride_x = 0;
   if (extent_k <= 1) stride_k = 0;
-  const bool aligned = reinterpret_cast<uintptr_t>(ptr) % HardwareConfig::kVecBytes == 0;
+  const bool aligned = reinterpret_cast<uintptr_t>(ptr) % HardwareConfig::kVecBytes == 0 &&
+                       stride_batch % kVec == 0;
   if (aligned && stride_x == 1 && stride_k % kVec == 0 && extent_x % kVec == 0) {
     return OperandKind::kMNVec;
   }
@@ -319,8 +337,11 @@ cudaError_t dispatch_layout_b(OperandKind kind_b, const GemmParams& p, cudaStrea
 // and alignment: all four NN/NT/TN/TT layouts without copies, anything else through scalar loads.
 template <typename Launch>
 cudaError_t dispatch_operand_layouts(const GemmParams& p, cudaStream_t stream) {
-  const OperandKind kind_a = classify_operand(p.a, p.M, p.K, p.a_stride_m, p.a_stride_k);
-  const OperandKind kind_b = classify_operand(p.b, p.N, p.K, p.b_stride_n, p.b_stride_k);
+  const bool batched = p.batch > 1;
+  const OperandKind kind_a =
+      classify_operand(p.a, p.M, p.K, p.a_stride_m, p.a_stride_k, batched ? p.a_stride_batch : 0);
+  const OperandKind kind_b =
+      classify_operand(p.b, p.N, p.K, p.b_stride_n, p.b_stride_k, batched ? p.b_stride_batch : 0);
   switch (kind_a) {
     case OperandKind::kMNVec: return dispatch_layout_b<Launch, MNMajorVec>(kind_b, p, stream);
     case OperandKind::kMNScalar: return dispatch_layout_b<Launch, MNMajorScalar>(kind_b, p, stream);
@@ -331,18 +352,26 @@ cudaError_t dispatch_operand_layouts(const GemmParams& p, cudaStream_t stream) {
 }
 
 // What every fp32 register-tiled launcher does before its kernel: refuse other dtypes, skip an
-// empty C, and pick the operand layouts (Launch::run<LayoutA, LayoutB> launches the kernel).
+// empty C, cut the batch into launches of at most kMaxGridZ and pick the operand layouts
+// (Launch::run<LayoutA, LayoutB> launches the kernel for one chunk of the batch).
 template <typename Launch>
 cudaError_t launch_fp32_tiled(const GemmParams& p, cudaStream_t stream) {
   if (p.dtype != DType::kFloat32) return cudaErrorInvalidValue;  // fp32-only rungs
   if (p.M == 0 || p.N == 0) return cudaSuccess;                  // empty C: nothing to write
-  return dispatch_operand_layouts<Launch>(p, stream);
+  return for_each_batch_chunk(p, kMaxGridZ, [&](const GemmParams& chunk) {
+    return dispatch_operand_layouts<Launch>(chunk, stream);
+  });
 }
 
-// The grid of a kernel with one block per (Config::kBlockM, Config::kBlockN) tile of C.
+// The grid of a kernel with one block per (Config::kBlockM, Config::kBlockN) tile of C and per
+// batch element (blockIdx.z).
 template <typename Config>
 bool grid_for_block_tiles(const GemmParams& p, dim3* grid) {
-  return grid_for_tiles(ceil_div(p.M, Config::kBlockM) * ceil_div(p.N, Config::kBlockN), grid);
+  if (!grid_for_tiles(ceil_div(p.M, Config::kBlockM) * ceil_div(p.N, Config::kBlockN), grid)) {
+    return false;
+  }
+  grid->z = static_cast<unsigned>(p.batch);
+  return true;
 }
 
 }  // namespace torch_gemm

@@ -51,6 +51,7 @@ gemm_regtile_kernel(GemmParams p) {
   __shared__ __align__(kAlign) float sA[kBlockK][Config::kPitchA];  // (kBlockK, kBlockM)
   __shared__ __align__(kAlign) float sB[kBlockK][Config::kPitchB];  // (kBlockK, kBlockN)
 
+  p = batch_element(p, blockIdx.z);
   const OperandView view_a{static_cast<const float*>(p.a), p.M, p.a_stride_m, p.a_stride_k};
   const OperandView view_b{static_cast<const float*>(p.b), p.N, p.b_stride_n, p.b_stride_k};
 

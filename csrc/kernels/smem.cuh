@@ -18,6 +18,7 @@ template <typename T, typename Config>
 __global__ void __launch_bounds__(Config::kTile * Config::kTile)
 gemm_smem_kernel(GemmParams p) {
   using Acc = acc_t<T>;
+  p = batch_element(p, blockIdx.z);
   constexpr int kTile = Config::kTile;
   const T* __restrict__ A = static_cast<const T*>(p.a);
   const T* __restrict__ B = static_cast<const T*>(p.b);
@@ -55,7 +56,9 @@ gemm_smem_kernel(GemmParams p) {
       }
       __syncthreads();  // everyone is done reading before the next tiles overwrite them
     }
-    if (m < p.M && n < p.N) C[m * p.c_stride_m + n * p.c_stride_n] = from_acc<T>(acc);
+    if (m < p.M && n < p.N) {
+      C[m * p.c_stride_m + n * p.c_stride_n] = from_acc<T>(add_bias<T>(p, n, acc));
+    }
   }
 }
 

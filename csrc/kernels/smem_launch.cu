@@ -14,10 +14,12 @@ struct SmemLauncher {
       using Config = SmemConfig<kTile>;
       if (p.M == 0 || p.N == 0) return cudaSuccess;
       const dim3 block(kTile, kTile);
-      const dim3 grid(static_cast<unsigned>(ceil_div(p.N, kTile)),
-                      grid_y_for(ceil_div(p.M, kTile)));
-      gemm_smem_kernel<T, Config><<<grid, block, 0, stream>>>(p);
-      return cudaGetLastError();
+      return for_each_batch_chunk(p, kMaxGridZ, [&](const GemmParams& chunk) {
+        const dim3 grid(static_cast<unsigned>(ceil_div(p.N, kTile)),
+                        grid_y_for(ceil_div(p.M, kTile)), static_cast<unsigned>(chunk.batch));
+        gemm_smem_kernel<T, Config><<<grid, block, 0, stream>>>(chunk);
+        return cudaGetLastError();
+      });
     }
   };
 };

@@ -49,6 +49,7 @@ gemm_warptile_kernel(GemmParams p) {
   __shared__ __align__(kAlign) float sA[kStages][kBlockK][kPitchA];  // (kStages, kBlockK, kBlockM)
   __shared__ __align__(kAlign) float sB[kStages][kBlockK][kPitchB];  // (kStages, kBlockK, kBlockN)
 
+  p = batch_element(p, blockIdx.z);
   int64_t m0, n0;
   if (!grouped_block_origin<Config>(p, &m0, &n0)) return;  // whole block, before any barrier
 

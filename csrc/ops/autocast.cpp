@@ -1,6 +1,6 @@
 // Autocast for the gemm ops: inside torch.autocast, floating inputs are cast to the autocast dtype
-// exactly as for torch.mm (CastPolicy::lower_precision_fp; float64 stays float64), then the op
-// runs with autocast excluded.
+// exactly as for torch.mm, torch.bmm and torch.nn.functional.linear (CastPolicy::lower_precision_fp;
+// float64 stays float64), then the op runs with autocast excluded.
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -8,26 +8,55 @@
 namespace torch_gemm {
 namespace {
 
-template <c10::DeviceType kDevice>
-at::Tensor mm_tiled_autocast(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
+using ProductFn = at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view);
+using LinearFn = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                            c10::string_view);
+
+template <typename Fn>
+c10::TypedOperatorHandle<Fn> typed_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Fn>();
+}
+
+// mm_tiled and bmm_tiled: two operands and a kernel name.
+template <c10::DeviceType kDevice, const char* kOpName>
+at::Tensor product_autocast(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(
       at::autocast::get_autocast_dispatch_key_from_device_type(kDevice));
   const auto to_type = at::autocast::get_lower_precision_fp_from_device_type(kDevice);
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("gemm::mm_tiled", "")
-                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view)>();
+  static const auto op = typed_op<ProductFn>(kOpName);
   return op.call(at::autocast::cached_cast(to_type, a, kDevice),
                  at::autocast::cached_cast(to_type, b, kDevice), kernel);
 }
 
+template <c10::DeviceType kDevice>
+at::Tensor linear_autocast(const at::Tensor& x, const at::Tensor& weight,
+                           const std::optional<at::Tensor>& bias, c10::string_view kernel) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(
+      at::autocast::get_autocast_dispatch_key_from_device_type(kDevice));
+  const auto to_type = at::autocast::get_lower_precision_fp_from_device_type(kDevice);
+  static const auto op = typed_op<LinearFn>("gemm::linear_tiled");
+  std::optional<at::Tensor> cast_bias;
+  if (bias.has_value() && bias->defined()) {
+    cast_bias = at::autocast::cached_cast(to_type, *bias, kDevice);
+  }
+  return op.call(at::autocast::cached_cast(to_type, x, kDevice),
+                 at::autocast::cached_cast(to_type, weight, kDevice), cast_bias, kernel);
+}
+
+constexpr char kMmName[] = "gemm::mm_tiled";
+constexpr char kBmmName[] = "gemm::bmm_tiled";
+
+template <c10::DeviceType kDevice>
+void register_autocast(torch::Library& m) {
+  m.impl("mm_tiled", &product_autocast<kDevice, kMmName>);
+  m.impl("bmm_tiled", &product_autocast<kDevice, kBmmName>);
+  m.impl("linear_tiled", &linear_autocast<kDevice>);
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(gemm, AutocastCUDA, m) {
-  m.impl("mm_tiled", &mm_tiled_autocast<c10::DeviceType::CUDA>);
-}
+TORCH_LIBRARY_IMPL(gemm, AutocastCUDA, m) { register_autocast<c10::DeviceType::CUDA>(m); }
 
-TORCH_LIBRARY_IMPL(gemm, AutocastCPU, m) {
-  m.impl("mm_tiled", &mm_tiled_autocast<c10::DeviceType::CPU>);
-}
+TORCH_LIBRARY_IMPL(gemm, AutocastCPU, m) { register_autocast<c10::DeviceType::CPU>(m); }
 
 }  // namespace torch_gemm

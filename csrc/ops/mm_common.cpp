@@ -1,24 +1,72 @@
 #include "ops/mm_common.h"
 
+#include <ATen/ATen.h>
+
 #include "ops/kernel_registry.h"
 
 namespace torch_gemm {
+namespace {
+
+// The checks every op makes of two operands: defined, a supported dtype, the same dtype, the
+// same device. Returns the dtype.
+DType check_operand_pair(const char* op, const at::Tensor& a, const char* a_name,
+                         const at::Tensor& b, const char* b_name) {
+  TORCH_CHECK(a.defined(), op, ": ", a_name, " is an undefined tensor");
+  TORCH_CHECK(b.defined(), op, ": ", b_name, " is an undefined tensor");
+  const DType dtype = to_gemm_dtype(op, a_name, a.scalar_type());
+  to_gemm_dtype(op, b_name, b.scalar_type());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), op, ": ", a_name, " and ", b_name,
+              " must have the same dtype, got ", a.scalar_type(), " and ", b.scalar_type());
+  TORCH_CHECK(a.device() == b.device(), op, ": ", a_name, " and ", b_name,
+              " must be on the same device, got ", a.device(), " and ", b.device());
+  return dtype;
+}
+
+void check_dim(const char* op, const at::Tensor& t, const char* name, int64_t dim) {
+  TORCH_CHECK(t.dim() == dim, op, ": ", name, " must be a ", dim, "-D tensor, got a ", t.dim(),
+              "-D tensor of shape ", t.sizes());
+}
+
+}  // namespace
 
 DType check_mm_inputs(const char* op, const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(a.defined(), op, ": a is an undefined tensor");
   TORCH_CHECK(b.defined(), op, ": b is an undefined tensor");
-  TORCH_CHECK(a.dim() == 2, op, ": a must be a 2-D tensor, got a ", a.dim(), "-D tensor of shape ",
-              a.sizes());
-  TORCH_CHECK(b.dim() == 2, op, ": b must be a 2-D tensor, got a ", b.dim(), "-D tensor of shape ",
-              b.sizes());
+  check_dim(op, a, "a", 2);
+  check_dim(op, b, "b", 2);
   TORCH_CHECK(a.size(1) == b.size(0), op, ": inner dimensions differ: a is ", a.sizes(), " and b is ",
               b.sizes(), " (a.size(1) must equal b.size(0))");
-  const DType dtype = to_gemm_dtype(op, "a", a.scalar_type());
-  to_gemm_dtype(op, "b", b.scalar_type());
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), op, ": a and b must have the same dtype, got ",
-              a.scalar_type(), " and ", b.scalar_type());
-  TORCH_CHECK(a.device() == b.device(), op, ": a and b must be on the same device, got ", a.device(),
-              " and ", b.device());
+  return check_operand_pair(op, a, "a", b, "b");
+}
+
+DType check_bmm_inputs(const char* op, const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.defined(), op, ": a is an undefined tensor");
+  TORCH_CHECK(b.defined(), op, ": b is an undefined tensor");
+  check_dim(op, a, "a", 3);
+  check_dim(op, b, "b", 3);
+  TORCH_CHECK(a.size(0) == b.size(0), op, ": batch sizes differ: a is ", a.sizes(), " and b is ",
+              b.sizes(), " (a.size(0) must equal b.size(0))");
+  TORCH_CHECK(a.size(2) == b.size(1), op, ": inner dimensions differ: a is ", a.sizes(),
+              " and b is ", b.sizes(), " (a.size(2) must equal b.size(1))");
+  return check_operand_pair(op, a, "a", b, "b");
+}
+
+DType check_linear_inputs(const char* op, const at::Tensor& x, const at::Tensor& weight,
+                          const std::optional<at::Tensor>& bias) {
+  TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
+  TORCH_CHECK(weight.defined(), op, ": weight is an undefined tensor");
+  TORCH_CHECK(x.dim() >= 1, op, ": x must have at least 1 dimension, got a 0-D tensor");
+  check_dim(op, weight, "weight", 2);
+  TORCH_CHECK(x.size(-1) == weight.size(1), op, ": x's last dimension must equal weight.size(1) (",
+              "weight is (out_features, in_features)), got x of shape ", x.sizes(),
+              " and weight of shape ", weight.sizes());
+  const DType dtype = check_operand_pair(op, x, "x", weight, "weight");
+  if (bias.has_value() && bias->defined()) {
+    check_operand_pair(op, x, "x", *bias, "bias");
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == weight.size(0), op,
+                ": bias must be a 1-D tensor of weight.size(0) = ", weight.size(0),
+                " elements, got shape ", bias->sizes());
+  }
   return dtype;
 }
 
@@ -39,6 +87,77 @@ GemmParams make_gemm_params(const at::Tensor& a, const at::Tensor& b, const at::
   p.c_stride_m = c.stride(0);
   p.c_stride_n = c.stride(1);
   return p;
+}
+
+GemmParams make_bmm_params(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                           DType dtype) {
+  GemmParams p = make_gemm_params(a.select(0, 0), b.select(0, 0), c.select(0, 0), dtype);
+  p.batch = a.size(0);
+  p.a_stride_batch = a.stride(0);
+  p.b_stride_batch = b.stride(0);
+  p.c_stride_batch = c.stride(0);
+  return p;
+}
+
+GemmParams make_linear_params(const at::Tensor& x2d, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias, const at::Tensor& out2d,
+                              DType dtype) {
+  GemmParams p = make_gemm_params(x2d, weight.t(), out2d, dtype);
+  if (bias.has_value() && bias->defined()) {
+    p.bias = bias->const_data_ptr();
+    p.bias_stride = bias->stride(0);
+  }
+  return p;
+}
+
+at::Tensor flatten_leading(const at::Tensor& x) {
+  // The product of the leading sizes, not -1: with K == 0 the -1 would be ambiguous.
+  int64_t M = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) M *= x.size(d);
+  return x.reshape({M, x.size(-1)});
+}
+
+std::vector<int64_t> linear_output_shape(const at::Tensor& x, const at::Tensor& weight) {
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
+  shape.push_back(weight.size(0));
+  return shape;
+}
+
+at::Tensor mm_tiled_on(BackendRunFn run, const at::Tensor& a, const at::Tensor& b,
+                       c10::string_view kernel) {
+  const DType dtype = check_mm_inputs(kMmTiled, a, b);
+  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
+  GemmParams params = make_gemm_params(a, b, c, dtype);
+  run(kMmTiled, kernel, params, a);
+  return c;
+}
+
+at::Tensor bmm_tiled_on(BackendRunFn run, const at::Tensor& a, const at::Tensor& b,
+                        c10::string_view kernel) {
+  const DType dtype = check_bmm_inputs(kBmmTiled, a, b);
+  at::Tensor c = at::empty({a.size(0), a.size(1), b.size(2)}, a.options());
+  GemmParams params;
+  if (a.size(0) > 0) {
+    params = make_bmm_params(a, b, c, dtype);
+  } else {
+    // No element 0 to take pointers from: a batch of zero products, still run so that the
+    // kernel name is checked as for any other call.
+    params.M = a.size(1), params.N = b.size(2), params.K = a.size(2);
+    params.dtype = dtype;
+    params.batch = 0;
+  }
+  run(kBmmTiled, kernel, params, a);
+  return c;
+}
+
+at::Tensor linear_tiled_on(BackendRunFn run, const at::Tensor& x, const at::Tensor& weight,
+                           const std::optional<at::Tensor>& bias, c10::string_view kernel) {
+  const DType dtype = check_linear_inputs(kLinearTiled, x, weight, bias);
+  const at::Tensor x2d = flatten_leading(x);
+  at::Tensor out = at::empty({x2d.size(0), weight.size(0)}, x.options());
+  GemmParams params = make_linear_params(x2d, weight, bias, out, dtype);
+  run(kLinearTiled, kernel, params, x);
+  return out.view(linear_output_shape(x, weight));
 }
 
 }  // namespace torch_gemm

@@ -1,20 +1,66 @@
-// Argument checks and params building shared by every backend of gemm::mm_tiled.
+// Argument checks and params building shared by every backend of the gemm ops.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+
+#include <optional>
 
 #include "kernels/gemm_params.h"
 
 namespace torch_gemm {
 
 constexpr const char* kMmTiled = "gemm::mm_tiled";
+constexpr const char* kBmmTiled = "gemm::bmm_tiled";
+constexpr const char* kLinearTiled = "gemm::linear_tiled";
 
 // Checks a and b for C = a @ b (2-D, matching inner dimensions, one supported dtype, one device)
 // and returns their dtype. Every failure is a TORCH_CHECK naming `op` and the argument.
 DType check_mm_inputs(const char* op, const at::Tensor& a, const at::Tensor& b);
 
+// The same for a batched product: a (B, M, K) and b (B, K, N).
+DType check_bmm_inputs(const char* op, const at::Tensor& a, const at::Tensor& b);
+
+// The same for x[..., K] @ weight[N, K]ᵀ + bias[N].
+DType check_linear_inputs(const char* op, const at::Tensor& x, const at::Tensor& weight,
+                          const std::optional<at::Tensor>& bias);
+
 // The params of c = a @ b over the tensors' own strides and storage offsets: no copies.
 GemmParams make_gemm_params(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
                             DType dtype);
+
+// The params of c[z] = a[z] @ b[z] for 3-D tensors, batch strides as given.
+GemmParams make_bmm_params(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                           DType dtype);
+
+// A linear layer as one product: x2d (M, K) times weight (N, K) read transposed through its
+// strides (never copied), bias (if any) added in the epilogue, into out2d (M, N).
+GemmParams make_linear_params(const at::Tensor& x2d, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias, const at::Tensor& out2d,
+                              DType dtype);
+
+// x[..., K] as a 2-D (M, K) tensor: a view where the strides allow one, else a contiguous copy
+// (only for leading dimensions that no single stride can walk, e.g. a permuted 4-D x).
+at::Tensor flatten_leading(const at::Tensor& x);
+
+// The shape of linear_tiled's result: x's leading dimensions, then N.
+std::vector<int64_t> linear_output_shape(const at::Tensor& x, const at::Tensor& weight);
+
+}  // namespace torch_gemm
+
+namespace torch_gemm {
+
+// How a backend runs one product: resolves `kernel` for params.dtype (and shape) on the device of
+// `like`, allocates any workspace with like's options, launches, checks. Messages name `op`.
+using BackendRunFn = void (*)(const char* op, c10::string_view kernel, GemmParams& params,
+                              const at::Tensor& like);
+
+// The three ops over a backend: checks, the output, the params, the run. Each backend registers
+// these with its own BackendRunFn, so the ops' semantics are written once.
+at::Tensor mm_tiled_on(BackendRunFn run, const at::Tensor& a, const at::Tensor& b,
+                       c10::string_view kernel);
+at::Tensor bmm_tiled_on(BackendRunFn run, const at::Tensor& a, const at::Tensor& b,
+                        c10::string_view kernel);
+at::Tensor linear_tiled_on(BackendRunFn run, const at::Tensor& x, const at::Tensor& weight,
+                           const std::optional<at::Tensor>& bias, c10::string_view kernel);
 
 }  // namespace torch_gemm

@@ -1,4 +1,4 @@
-// gemm::mm_tiled on CPU tensors.
+// The gemm ops on CPU tensors.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -16,20 +16,33 @@ const std::array<KernelEntry<CpuGemmFn>, 1> kCpuKernels{{
      "cache-blocked, packed, vectorized i-k-j micro-kernel, parallel over blocks of C"},
 }};
 
-at::Tensor mm_tiled_cpu(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
-  const DType dtype = check_mm_inputs(kMmTiled, a, b);
+void run_cpu(const char* op, c10::string_view kernel, GemmParams& params, const at::Tensor& like) {
   const auto& entry =
-      find_kernel(kMmTiled, kCpuKernels, kernel, "blocked", dtype, a.device(), [] { return 0; });
+      find_kernel(op, kCpuKernels, kernel, "blocked", params.dtype, like.device(), [] { return 0; });
+  entry.run(params);
+}
 
-  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
-  entry.run(make_gemm_params(a, b, c, dtype));
-  return c;
+at::Tensor mm_tiled_cpu(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
+  return mm_tiled_on(&run_cpu, a, b, kernel);
+}
+
+at::Tensor bmm_tiled_cpu(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
+  return bmm_tiled_on(&run_cpu, a, b, kernel);
+}
+
+at::Tensor linear_tiled_cpu(const at::Tensor& x, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias, c10::string_view kernel) {
+  return linear_tiled_on(&run_cpu, x, weight, bias, kernel);
 }
 
 }  // namespace
 
 std::vector<KernelInfo> cpu_kernel_infos() { return describe(kCpuKernels, "cpu"); }
 
-TORCH_LIBRARY_IMPL(gemm, CPU, m) { m.impl("mm_tiled", &mm_tiled_cpu); }
+TORCH_LIBRARY_IMPL(gemm, CPU, m) {
+  m.impl("mm_tiled", &mm_tiled_cpu);
+  m.impl("bmm_tiled", &bmm_tiled_cpu);
+  m.impl("linear_tiled", &linear_tiled_cpu);
+}
 
 }  // namespace torch_gemm

@@ -1,5 +1,5 @@
-// gemm::mm_tiled on CUDA tensors: device guard, current stream, the dispatch table of rungs, and
-// a launch check after every launch. Compiled only when the CUDA kernels are.
+// The gemm ops on CUDA tensors: device guard, current stream, the dispatch table of rungs, and a
+// launch check after every launch. Compiled only when the CUDA kernels are.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -54,37 +54,51 @@ std::string_view choose_auto_kernel(DType dtype, int sm, int64_t M, int64_t N) {
   return tiles < kMinWarptileTiles ? "smem32" : "warptile";
 }
 
-at::Tensor mm_tiled_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
-  const DType dtype = check_mm_inputs(kMmTiled, a, b);
-  const c10::cuda::CUDAGuard device_guard(a.device());
+void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const at::Tensor& like) {
+  const c10::cuda::CUDAGuard device_guard(like.device());
   const int sm = current_sm();  // queried once: the auto rule and the table's min_sm both use it
-  const auto& entry = find_kernel(kMmTiled, kCudaKernels, kernel,
-                                  choose_auto_kernel(dtype, sm, a.size(0), b.size(1)), dtype,
-                                  a.device(), [sm] { return sm; });
+  const auto& entry =
+      find_kernel(op, kCudaKernels, kernel, choose_auto_kernel(params.dtype, sm, params.M, params.N),
+                  params.dtype, like.device(), [sm] { return sm; });
 
-  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
-  GemmParams params = make_gemm_params(a, b, c, dtype);
   // Scratch from the caching allocator on the current stream, freed (for reuse by later work on
   // that stream) when this call returns.
   at::Tensor workspace;
   if (entry.workspace_bytes != nullptr) {
     params.workspace_bytes = entry.workspace_bytes(params);
     if (params.workspace_bytes > 0) {
-      workspace = at::empty({params.workspace_bytes}, a.options().dtype(at::kByte));
+      workspace = at::empty({params.workspace_bytes}, like.options().dtype(at::kByte));
       params.workspace = workspace.mutable_data_ptr();
     }
   }
 
   const cudaError_t err = entry.run(params, c10::cuda::getCurrentCUDAStream());
-  TORCH_CHECK(err == cudaSuccess, kMmTiled, ": launch of kernel '", entry.name, "' failed for M=",
-              params.M, " N=", params.N, " K=", params.K, ": ", cudaGetErrorString(err));
-  return c;
+  TORCH_CHECK(err == cudaSuccess, op, ": launch of kernel '", entry.name, "' failed for M=",
+              params.M, " N=", params.N, " K=", params.K, " batch=", params.batch, ": ",
+              cudaGetErrorString(err));
+}
+
+at::Tensor mm_tiled_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
+  return mm_tiled_on(&run_cuda, a, b, kernel);
+}
+
+at::Tensor bmm_tiled_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
+  return bmm_tiled_on(&run_cuda, a, b, kernel);
+}
+
+at::Tensor linear_tiled_cuda(const at::Tensor& x, const at::Tensor& weight,
+                             const std::optional<at::Tensor>& bias, c10::string_view kernel) {
+  return linear_tiled_on(&run_cuda, x, weight, bias, kernel);
 }
 
 }  // namespace
 
 std::vector<KernelInfo> cuda_kernel_infos() { return describe(kCudaKernels, "cuda"); }
 
-TORCH_LIBRARY_IMPL(gemm, CUDA, m) { m.impl("mm_tiled", &mm_tiled_cuda); }
+TORCH_LIBRARY_IMPL(gemm, CUDA, m) {
+  m.impl("mm_tiled", &mm_tiled_cuda);
+  m.impl("bmm_tiled", &bmm_tiled_cuda);
+  m.impl("linear_tiled", &linear_tiled_cuda);
+}
 
 }  // namespace torch_gemm
