@@ -70,6 +70,10 @@ if with_cuda:
         "-lineinfo",
         "-DTORCH_GEMM_WITH_CUDA",
     ]
+    # wgmma/TMA code exists only in an sm_90a build; the launcher refuses to run without it.
+    if "9.0a" in os.environ["TORCH_CUDA_ARCH_LIST"].replace(" ", ";").split(";"):
+        nvcc_flags.append("-DTORCH_GEMM_WITH_SM90A")
+        cxx_flags.append("-DTORCH_GEMM_WITH_SM90A")
     if _env_flag("TORCH_GEMM_PTXAS_VERBOSE"):
         nvcc_flags.append("-Xptxas=-v")
     extension = CUDAExtension(

@@ -33,4 +33,12 @@ struct MultistageChoice {
 };
 MultistageChoice multistage_choice(int64_t M, int64_t N, int64_t K);
 
+// Tensor cores (mma.sync, sm_80+): bf16 and fp16 only (cudaErrorInvalidValue for fp32 and fp64).
+cudaError_t launch_gemm_mma_sm80(const GemmParams& params, cudaStream_t stream);
+
+// Hopper wgmma + TMA (sm_90a builds, compute capability 9.0): bf16 and fp16. Operands TMA cannot
+// address are first repacked into gemm_wgmma_sm90_workspace_bytes of workspace.
+cudaError_t launch_gemm_wgmma_sm90(const GemmParams& params, cudaStream_t stream);
+int64_t gemm_wgmma_sm90_workspace_bytes(const GemmParams& params);
+
 }  // namespace torch_gemm

@@ -137,21 +137,6 @@ struct ThreadTile {
   }
 };
 
-// Which tile of C a block computes. Consecutive blocks walk down a group of kGroupM tile rows
-// before moving one tile column right, so the blocks resident at once share a few row panels of
-// A and column panels of B in L2, instead of all of B for one row panel of A.
-template <int kGroupM>
-__device__ __forceinline__ void grouped_tile(int64_t tile, int64_t tiles_m, int64_t tiles_n,
-                                             int64_t* tile_m, int64_t* tile_n) {
-  const int64_t tiles_per_group = kGroupM * tiles_n;
-  const int64_t first_m = tile / tiles_per_group * kGroupM;
-  // The last group may be short.
-  const int64_t rows = tiles_m - first_m < kGroupM ? tiles_m - first_m : kGroupM;
-  const int64_t in_group = tile % tiles_per_group;
-  *tile_m = first_m + in_group % rows;
-  *tile_n = in_group / rows;
-}
-
 // The origin (m0, n0) of this block's tile of C, tiles numbered by linear_tile_index and placed
 // by grouped_tile; false for a block past the last tile (the grid's last row may overhang), which
 // must return before any barrier.

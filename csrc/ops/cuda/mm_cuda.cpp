@@ -15,14 +15,18 @@
 namespace torch_gemm {
 namespace {
 
+constexpr uint32_t kSixteenBit = dtype_bit(DType::kBFloat16) | dtype_bit(DType::kFloat16);
+
 // The ladder, in teaching order. A new rung adds one line here.
-const std::array<KernelEntry<GemmLaunchFn>, 6> kCudaKernels{{
+const std::array<KernelEntry<GemmLaunchFn>, 8> kCudaKernels{{
     {"naive", kAllDTypes, 0, &launch_gemm_naive, "one thread per output element, operands from global memory"},
     {"smem16", kAllDTypes, 0, &launch_gemm_smem16, "16x16 shared-memory tiles of A and B, one thread per output"},
     {"smem32", kAllDTypes, 0, &launch_gemm_smem32, "32x32 shared-memory tiles of A and B, one thread per output"},
     {"regtile", dtype_bit(DType::kFloat32), 0, &launch_gemm_regtile, "128x128x8 block, 8x8 outputs per thread in registers, float4 loads, A transposed in shared memory"},
     {"warptile", dtype_bit(DType::kFloat32), 0, &launch_gemm_warptile, "128x128x8 block of 32x64 warp tiles, double-buffered shared memory and register fragments"},
     {"multistage", dtype_bit(DType::kFloat32), 80, &launch_gemm_multistage, "warp tiles fed by a 3-4 stage cp.async ring; 128x256 tiles, or 64x64 with split-K when tiles are few", &gemm_multistage_workspace_bytes},
+    {"mma_sm80", kSixteenBit, 80, &launch_gemm_mma_sm80, "tensor cores through mma.sync m16n8k16, ldmatrix from swizzled shared memory, multi-stage cp.async"},
+    {"wgmma_sm90", kSixteenBit, 90, &launch_gemm_wgmma_sm90, "Hopper wgmma m64n256k16 from 128B-swizzled shared memory filled by TMA on mbarriers, producer/consumer warpgroups, persistent grid", &gemm_wgmma_sm90_workspace_bytes},
 }};
 
 // Compute capability (major*10 + minor) of the current device. Only c10/cuda is used here, not
@@ -42,11 +46,20 @@ int current_sm() {
 // - min(M, N) <= 32 (decode): smem16, 3x warptile (2.75 vs 0.87 TFLOP/s at 16x4096x4096);
 // - under 48 output tiles: smem32 (7.15 vs 3.42 at 64x4096x4096, ~6.3 vs ~3.3 at 512^3), while
 //   from 64 tiles on warptile wins (13.6 vs 7.3 at 256x4096x4096, 12.4 vs 7.3 at 1000^3).
-// 16-bit and fp64: the 32x32 tile until the tensor-core and fp64 rungs land.
+// bf16/fp16: the tensor cores, wgmma on sm_90 (in builds with sm_90a code), mma.sync from sm_80.
+// fp64 (and 16-bit before sm_80): the 32x32 tile.
 std::string_view choose_auto_kernel(DType dtype, int sm, int64_t M, int64_t N) {
   constexpr int kMultistageMinSm = 80;
+  constexpr int kMmaMinSm = 80;
   constexpr int64_t kDecodeRows = 32;  // min(M, N) at or below which smem16 wins
   constexpr int64_t kMinWarptileTiles = 48;
+  if (dtype == DType::kBFloat16 || dtype == DType::kFloat16) {
+#ifdef TORCH_GEMM_WITH_SM90A
+    constexpr int kWgmmaSm = 90;
+    if (sm == kWgmmaSm) return "wgmma_sm90";
+#endif
+    return sm >= kMmaMinSm ? "mma_sm80" : "smem32";
+  }
   if (dtype != DType::kFloat32) return "smem32";
   if (sm >= kMultistageMinSm) return "multistage";
   if (std::min(M, N) <= kDecodeRows) return "smem16";

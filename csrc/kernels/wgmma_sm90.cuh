@@ -1,0 +1,430 @@
+// Rung 7, wgmma_sm90: Hopper's warpgroup MMA fed by the tensor-memory accelerator, for bf16/fp16.
+// Measured: pending (benchmarks/NOTES.md).
+//
+// Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
+// memory, completing on mbarriers, so no thread computes an address or a bounds test in the main
+// loop (TMA zero-fills outside the matrix); two consumer warpgroups each issue one
+// wgmma.m64n256k16 per 16 of K, reading both operands straight from shared memory, with the
+// accumulators (128 floats a thread) in registers that setmaxnreg moves from producer to
+// consumers. The grid is persistent (one block per SM walking the tiles in L2-friendly groups),
+// so the producer fills the next tile's stages while the consumers store the last one.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (a type only: the driver is reached through the runtime)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/grid.cuh"
+#include "kernels/numeric.cuh"
+
+// wgmma and setmaxnreg exist only in the sm_90a target; every other target compiles an empty
+// kernel body, which the launcher never runs (it checks for sm_90 and TORCH_GEMM_WITH_SM90A).
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TORCH_GEMM_SM90A_DEVICE 1
+#endif
+
+namespace torch_gemm {
+
+struct WgmmaConfig {
+  static constexpr int kElementBytes = 2;          // bf16 / fp16
+  static constexpr int kSwizzleBytes = 128;        // TMA and wgmma's widest swizzle: conflict-free
+  static constexpr int kBlockK = kSwizzleBytes / kElementBytes;  // 64: one swizzled row of K
+  static constexpr int kMmaM = 64;                 // wgmma's M per warpgroup
+  static constexpr int kMmaN = 256;                // wgmma's largest N: B read once per 16 of K
+  static constexpr int kMmaK = 16;                 // K per wgmma for 16-bit operands
+  static constexpr int kConsumers = 2;             // consumer warpgroups, one 64-row half each
+  static constexpr int kBlockM = kConsumers * kMmaM;  // 128 rows of C per tile
+  static constexpr int kBlockN = kMmaN;               // 256 columns of C per tile
+  static constexpr int kStages = 4;                // k-tiles in flight: 4 × 48 KB of 227 KB
+  static constexpr int kWarpgroupThreads = 128;
+  static constexpr int kThreads = (kConsumers + 1) * kWarpgroupThreads;  // + the producer's
+  // setmaxnreg: the producer needs a handful of registers, each consumer 128 accumulators plus
+  // addressing; 128·40 + 256·232 = 64512 of the SM's 65536.
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+  static constexpr int kGroupM = 8;                // tile rows per rasterization group (L2 reuse)
+  // An MN-major operand is copied as boxes of (kBlockK rows of K) × (kMNBox along M or N): one
+  // 128-byte swizzled row holds 64 elements of M or N.
+  static constexpr int kMNBox = kSwizzleBytes / kElementBytes;
+  static constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes;  // 8 rows: the swizzle's period
+  static constexpr int kStageBytesA = kBlockM * kBlockK * kElementBytes;  // 16 KB
+  static constexpr int kStageBytesB = kBlockN * kBlockK * kElementBytes;  // 32 KB
+  static constexpr int kMNBoxBytes = kMNBox * kBlockK * kElementBytes;    // 8 KB
+  // Stages first (each 1024-byte aligned, the swizzle atom), then the 2·kStages mbarriers; plus
+  // slack to align the dynamic shared memory base up to 1024.
+  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  static constexpr int kSmemBytes =
+      kStages * (kStageBytesA + kStageBytesB) + kBarrierBytes + kSwizzleAtomBytes;
+
+  static_assert(kBlockM % kMNBox == 0 && kBlockN % kMNBox == 0,
+                "MN-major tiles are whole 64-element boxes");
+  static_assert(kMmaM == kMNBox, "a consumer's 64 rows of an M-major A are exactly one box");
+  static_assert(kBlockK % kMmaK == 0, "a k-tile is whole wgmma steps");
+  static_assert(kStageBytesA % kSwizzleAtomBytes == 0 && kStageBytesB % kSwizzleAtomBytes == 0,
+                "every stage starts on a swizzle atom");
+  static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kConsumers * kWarpgroupThreads
+                    <= 65536, "setmaxnreg cannot hand out more registers than the SM has");
+};
+
+// What the kernel needs besides the two tensor maps: the output, the bias, the tile walk.
+struct WgmmaParams {
+  int M, N, K, batch;
+  int tiles_m, tiles_n;
+  void* c;
+  int64_t c_stride_m, c_stride_n, c_stride_batch;
+  const void* bias;  // (N), or null
+  int64_t bias_stride;
+};
+
+namespace sm90 {
+
+// The PTX helpers exist only where the kernel body does (sm_90a device compilation).
+#ifdef TORCH_GEMM_SM90A_DEVICE
+
+__device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+
+// ---- mbarriers: a stage is full when the TMA copies' bytes have landed (expect_tx + complete_tx),
+// empty when both consumer warpgroups have arrived after their last wgmma reading it.
+
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
+}
+
+__device__ __forceinline__ void mbarrier_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
+// Blocks until the phase of parity `parity` has completed. A fresh barrier is in phase 0, so
+// waiting for parity 1 returns at once: the producer's first pass over the empty stages.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// ---- TMA: one box of a 3-D tensor map (x or k innermost, then the other, then the batch) into
+// shared memory, its bytes counted on `bar`.
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0,
+                                         int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
+// ---- wgmma. A shared-memory matrix descriptor: start address, leading and stride byte offsets
+// (16-byte units) and the 128-byte swizzle mode. For a K-major tile (rows of 64 K) the stride
+// offset is the 1024 bytes between groups of 8 rows and the leading one is unused; for an MN-major
+// tile (rows of 64 M or N, one per k) the stride offset is the 1024 bytes between groups of 8 k
+// and the leading one the distance between 64-element boxes along M or N.
+__device__ __forceinline__ uint64_t smem_descriptor(const void* tile, uint32_t leading_bytes,
+                                                    uint32_t stride_bytes) {
+  constexpr uint64_t kSwizzle128B = 1;
+  constexpr uint32_t kField = 0x3FFF;  // 14-bit fields of 16-byte units
+  uint64_t desc = (smem_u32(tile) >> 4) & kField;
+  desc |= static_cast<uint64_t>((leading_bytes >> 4) & kField) << 16;
+  desc |= static_cast<uint64_t>((stride_bytes >> 4) & kField) << 32;
+  desc |= kSwizzle128B << 62;
+  return desc;
+}
+
+// Orders this warpgroup's register accesses before the wgmmas that follow (required before the
+// first wgmma and after the accumulators were touched by other instructions).
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+// Waits until at most kPending committed wgmma groups of this warpgroup are still running.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+
+// Keeps the compiler from moving accesses to the accumulators across the asynchronous wgmmas,
+// which it cannot see read and write them.
+template <int kCount>
+__device__ __forceinline__ void fence_accumulators(float (&d)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
+}
+
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
+}
+
+// D (64×256, fp32, in registers) = A (64×16, smem) · B (16×256, smem) + (accumulate ? D : 0) for
+// one warpgroup, asynchronously (wgmma_commit / wgmma_wait). kTransA/kTransB: 1 where the
+// operand's shared tile is MN-major (wgmma transposes it on read).
+template <typename T, int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                                 int accumulate) {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "16-bit operands");
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n"
+        ".reg .pred accumulate;\n"
+        "setp.ne.b32 accumulate, %132, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+        "%128, %129, accumulate, 1, 1, %130, %131;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(desc_a), "l"(desc_b), "n"(kTransA), "n"(kTransB), "r"(accumulate));
+  } else {
+    asm volatile(
+        "{\n"
+        ".reg .pred accumulate;\n"
+        "setp.ne.b32 accumulate, %132, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+        "%128, %129, accumulate, 1, 1, %130, %131;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(desc_a), "l"(desc_b), "n"(kTransA), "n"(kTransB), "r"(accumulate));
+  }
+}
+
+#endif  // TORCH_GEMM_SM90A_DEVICE
+
+// (z, m0, n0) of tile t of the persistent walk: batch element first, then L2-grouped tiles.
+__device__ __forceinline__ void tile_origin(const WgmmaParams& p, int t, int* z, int* m0, int* n0) {
+  const int tiles = p.tiles_m * p.tiles_n;
+  *z = t / tiles;
+  int64_t tile_m, tile_n;
+  grouped_tile<WgmmaConfig::kGroupM>(t % tiles, p.tiles_m, p.tiles_n, &tile_m, &tile_n);
+  *m0 = static_cast<int>(tile_m) * WgmmaConfig::kBlockM;
+  *n0 = static_cast<int>(tile_n) * WgmmaConfig::kBlockN;
+}
+
+// Writes one consumer's 64×256 accumulators (+ bias) to C, edges masked. The wgmma accumulator
+// layout: warp w of the warpgroup holds rows 16w..16w+15; for each 8 columns j, lane l holds
+// rows l/4 and l/4 + 8, columns 8j + 2(l%4) and the one after (d[4j .. 4j+3]).
+template <typename T>
+__device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const float (&d)[128],
+                                                   int z, int row0, int n0) {
+  using Pair = std::conditional_t<std::is_same_v<T, __nv_bfloat16>, __nv_bfloat162, __half2>;
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32 % 4;
+  T* c = static_cast<T*>(p.c) + z * p.c_stride_batch;
+  const T* bias = static_cast<const T*>(p.bias);
+  // Two columns in one 32-bit store where C's rows are contiguous and 4-byte aligned.
+  const bool pairs = p.c_stride_n == 1 && p.c_stride_m % 2 == 0 &&
+                     reinterpret_cast<uintptr_t>(c) % sizeof(Pair) == 0;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int m = row0 + warp * 16 + lane / 4 + half * 8;
+    if (m >= p.M) continue;
+    T* row = c + m * p.c_stride_m;
+#pragma unroll
+    for (int j = 0; j < WgmmaConfig::kMmaN / 8; ++j) {
+      const int n = n0 + j * 8 + lane % 4 * 2;
+      float v0 = d[4 * j + 2 * half], v1 = d[4 * j + 2 * half + 1];
+      if (bias != nullptr) {
+        if (n < p.N) v0 += to_acc<float>(bias[n * p.bias_stride]);
+        if (n + 1 < p.N) v1 += to_acc<float>(bias[(n + 1) * p.bias_stride]);
+      }
+      if (pairs && n + 1 < p.N) {
+        Pair out;
+        out.x = from_acc<T>(v0);
+        out.y = from_acc<T>(v1);
+        *reinterpret_cast<Pair*>(row + n) = out;
+      } else {
+        if (n < p.N) row[n * p.c_stride_n] = from_acc<T>(v0);
+        if (n + 1 < p.N) row[(n + 1) * p.c_stride_n] = from_acc<T>(v1);
+      }
+    }
+  }
+}
+
+}  // namespace sm90
+
+// kKMajorA / kKMajorB: whether A (M, K) and B (K, N) are K-major in memory (stride 1 along K),
+// which decides the boxes the producer copies and the descriptors and transposes of the wgmmas.
+template <typename T, bool kKMajorA, bool kKMajorB>
+__global__ void __launch_bounds__(WgmmaConfig::kThreads, 1)
+gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
+                       const __grid_constant__ CUtensorMap map_b, const WgmmaParams p) {
+#ifdef TORCH_GEMM_SM90A_DEVICE
+  using Config = WgmmaConfig;
+  using namespace sm90;
+  constexpr int kStages = Config::kStages, kBlockK = Config::kBlockK;
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // The 128-byte swizzle repeats every 1024 bytes and the descriptors assume atoms start there.
+  unsigned char* smem = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + Config::kSwizzleAtomBytes - 1) &
+      ~static_cast<uintptr_t>(Config::kSwizzleAtomBytes - 1));
+  unsigned char* sA = smem;                                            // (kStages, 16 KB)
+  unsigned char* sB = smem + kStages * Config::kStageBytesA;           // (kStages, 32 KB)
+  uint64_t* full = reinterpret_cast<uint64_t*>(sB + kStages * Config::kStageBytesB);
+  uint64_t* empty = full + kStages;
+
+  const int warpgroup = threadIdx.x / Config::kWarpgroupThreads;
+  const int k_tiles = (p.K + kBlockK - 1) / kBlockK;
+  const int tiles = p.tiles_m * p.tiles_n * p.batch;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&full[s], 1);                     // the producer's expect_tx arrival
+      mbarrier_init(&empty[s], Config::kConsumers);   // one arrival per consumer warpgroup
+    }
+    // Makes the initialized barriers visible to the TMA unit (the async proxy).
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    // Producer. One thread issues every copy; the others only give their registers away.
+    setmaxnreg_dec<Config::kProducerRegs>();
+    if (threadIdx.x == 0) {
+      constexpr uint32_t kStageBytes = Config::kStageBytesA + Config::kStageBytesB;
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int z, m0, n0;
+        tile_origin(p, t, &z, &m0, &n0);
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          mbarrier_wait(&empty[stage], phase ^ 1);  // both consumers are done with this stage
+          mbarrier_expect_tx(&full[stage], kStageBytes);
+          unsigned char* a = sA + stage * Config::kStageBytesA;
+          unsigned char* b = sB + stage * Config::kStageBytesB;
+          const int k0 = kt * kBlockK;
+          if constexpr (kKMajorA) {
+            tma_load(a, &map_a, &full[stage], k0, m0, z);  // (kBlockM rows, 64 K)
+          } else {
+#pragma unroll
+            for (int j = 0; j < Config::kBlockM / Config::kMNBox; ++j) {  // (64 K rows, 64 M) each
+              tma_load(a + j * Config::kMNBoxBytes, &map_a, &full[stage], m0 + j * Config::kMNBox,
+                       k0, z);
+            }
+          }
+          if constexpr (kKMajorB) {
+            tma_load(b, &map_b, &full[stage], k0, n0, z);  // (kBlockN rows, 64 K)
+          } else {
+#pragma unroll
+            for (int j = 0; j < Config::kBlockN / Config::kMNBox; ++j) {  // (64 K rows, 64 N) each
+              tma_load(b + j * Config::kMNBoxBytes, &map_b, &full[stage], n0 + j * Config::kMNBox,
+                       k0, z);
+            }
+          }
+          if (++stage == kStages) stage = 0, phase ^= 1;
+        }
+      }
+    }
+  } else {
+    // Consumers: warpgroup 1 computes rows 0..63 of each tile, warpgroup 2 rows 64..127.
+    setmaxnreg_inc<Config::kConsumerRegs>();
+    const int consumer = warpgroup - 1;
+    const bool signals = threadIdx.x % Config::kWarpgroupThreads == 0;
+    // Per k16 step: a K-major tile advances 32 bytes along its 128-byte rows, an MN-major one
+    // 16 rows of 128 bytes.
+    constexpr uint32_t kStepA = kKMajorA ? Config::kMmaK * Config::kElementBytes
+                                         : Config::kMmaK * Config::kSwizzleBytes;
+    constexpr uint32_t kStepB = kKMajorB ? Config::kMmaK * Config::kElementBytes
+                                         : Config::kMmaK * Config::kSwizzleBytes;
+    // The leading byte offset: unused by swizzled K-major tiles (16, the smallest encodable), the
+    // distance between 64-element boxes in MN-major ones.
+    constexpr uint32_t kLeadingA = kKMajorA ? 16 : Config::kMNBoxBytes;
+    constexpr uint32_t kLeadingB = kKMajorB ? 16 : Config::kMNBoxBytes;
+    const uint32_t consumer_offset_a =
+        kKMajorA ? consumer * Config::kMmaM * Config::kSwizzleBytes : consumer * Config::kMNBoxBytes;
+    float d[128];
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      int z, m0, n0;
+      tile_origin(p, t, &z, &m0, &n0);
+#pragma unroll
+      for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+      int previous = -1;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        mbarrier_wait(&full[stage], phase);
+        fence_accumulators(d);
+        wgmma_fence();
+        const unsigned char* a = sA + stage * Config::kStageBytesA + consumer_offset_a;
+        const unsigned char* b = sB + stage * Config::kStageBytesB;
+#pragma unroll
+        for (int kk = 0; kk < kBlockK / Config::kMmaK; ++kk) {
+          const uint64_t desc_a =
+              smem_descriptor(a + kk * kStepA, kLeadingA, Config::kSwizzleAtomBytes);
+          const uint64_t desc_b =
+              smem_descriptor(b + kk * kStepB, kLeadingB, Config::kSwizzleAtomBytes);
+          wgmma_m64n256k16<T, kKMajorA ? 0 : 1, kKMajorB ? 0 : 1>(d, desc_a, desc_b, 1);
+        }
+        wgmma_commit();
+        // The previous k-tile's wgmmas have finished reading their stage: hand it back. This
+        // k-tile's stay in flight while the next stage is awaited.
+        wgmma_wait<1>();
+        fence_accumulators(d);
+        if (previous >= 0 && signals) mbarrier_arrive(&empty[previous]);
+        previous = stage;
+        if (++stage == kStages) stage = 0, phase ^= 1;
+      }
+      wgmma_wait<0>();
+      fence_accumulators(d);
+      if (previous >= 0 && signals) mbarrier_arrive(&empty[previous]);
+      store_accumulators<T>(p, d, z, m0 + consumer * Config::kMmaM, n0);
+    }
+  }
+#endif
+}
+
+}  // namespace torch_gemm

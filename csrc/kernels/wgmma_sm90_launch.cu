@@ -1,0 +1,244 @@
+// Launcher of the wgmma_sm90 rung: how each operand reaches the TMA (in place, or repacked into
+// an aligned workspace), its tensor map, and the persistent grid.
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
+#include <algorithm>
+#include <climits>
+
+#include "kernels/launch.h"
+#include "kernels/repack.cuh"
+#include "kernels/wgmma_sm90.cuh"
+
+namespace torch_gemm {
+namespace {
+
+using Config = WgmmaConfig;
+constexpr int64_t kTmaAlignBytes = 16;       // TMA: base address and every stride
+constexpr int64_t kWorkspaceAlignBytes = 256;
+constexpr int kRepackThreads = 256;
+constexpr int64_t kRepackMaxBlocks = 8192;   // grid-stride beyond
+
+int64_t round_up(int64_t x, int64_t multiple) { return ceil_div(x, multiple) * multiple; }
+
+// One operand seen as (batch, X, K), X being M for A and N for B, and how the kernel reads it.
+struct OperandPlan {
+  const void* ptr;
+  int64_t extent_x, extent_k, batch;
+  int64_t stride_x, stride_k, stride_batch;  // elements
+  bool k_major;                // stride 1 along K (else along X)
+  bool repack;                 // copied into the workspace first (ptr/strides then describe it)
+  int64_t workspace_offset = 0;
+  int64_t workspace_bytes = 0;
+};
+
+// Whether a stride that TMA multiplies by the element size is usable: positive and 16-byte
+// aligned. A dimension of extent <= 1 is never stepped along, so any stride serves.
+bool tma_stride_ok(int64_t stride, int64_t extent) {
+  return extent <= 1 || (stride > 0 && stride * Config::kElementBytes % kTmaAlignBytes == 0);
+}
+
+OperandPlan plan_operand(const void* ptr, int64_t X, int64_t K, int64_t batch, int64_t stride_x,
+                         int64_t stride_k, int64_t stride_batch) {
+  OperandPlan plan{ptr, X, K, batch, stride_x, stride_k, stride_batch, true, false};
+  const bool aligned = reinterpret_cast<uintptr_t>(ptr) % kTmaAlignBytes == 0 &&
+                       tma_stride_ok(stride_batch, batch);
+  const bool unit_k = stride_k == 1 || K <= 1;
+  const bool unit_x = stride_x == 1 || X <= 1;
+  if (aligned && unit_k && tma_stride_ok(stride_x, X)) {
+    plan.k_major = true;
+  } else if (aligned && unit_x && tma_stride_ok(stride_k, K)) {
+    plan.k_major = false;
+  } else {
+    // Repacked dense, rows padded to 16 bytes, the smaller stride kept innermost.
+    const auto key = [](int64_t extent, int64_t stride) {
+      return extent > 1 ? (stride < 0 ? -stride : stride) : INT64_MAX;
+    };
+    plan.repack = true;
+    plan.k_major = key(K, stride_k) <= key(X, stride_x);
+    const int64_t inner = plan.k_major ? K : X, outer = plan.k_major ? X : K;
+    const int64_t ld = round_up(std::max<int64_t>(inner, 1), kTmaAlignBytes / Config::kElementBytes);
+    plan.workspace_bytes = round_up(batch * outer * ld * Config::kElementBytes, kWorkspaceAlignBytes);
+    plan.stride_x = plan.k_major ? ld : 1;
+    plan.stride_k = plan.k_major ? 1 : ld;
+    plan.stride_batch = outer * ld;
+  }
+  return plan;
+}
+
+struct WgmmaPlan {
+  OperandPlan a, b;
+  int64_t workspace_bytes;
+};
+
+WgmmaPlan plan_wgmma(const GemmParams& p) {
+  const bool batched = p.batch > 1;
+  WgmmaPlan plan{plan_operand(p.a, p.M, p.K, p.batch, p.a_stride_m, p.a_stride_k,
+                              batched ? p.a_stride_batch : 0),
+                 plan_operand(p.b, p.N, p.K, p.batch, p.b_stride_n, p.b_stride_k,
+                              batched ? p.b_stride_batch : 0),
+                 0};
+  plan.b.workspace_offset = plan.a.workspace_bytes;
+  plan.workspace_bytes = plan.a.workspace_bytes + plan.b.workspace_bytes;
+  return plan;
+}
+
+// Copies a planned-for-repack operand from its original strides into the workspace.
+template <typename T>
+cudaError_t repack(OperandPlan* op, int64_t orig_stride_x, int64_t orig_stride_k,
+                   int64_t orig_stride_batch, void* workspace, cudaStream_t stream) {
+  void* dst = static_cast<char*>(workspace) + op->workspace_offset;
+  RepackView view{op->ptr,
+                  op->batch,
+                  op->k_major ? op->extent_x : op->extent_k,
+                  op->k_major ? op->extent_k : op->extent_x,
+                  orig_stride_batch,
+                  op->k_major ? orig_stride_x : orig_stride_k,
+                  op->k_major ? orig_stride_k : orig_stride_x,
+                  dst,
+                  op->k_major ? op->stride_x : op->stride_k};
+  const int64_t total = view.batch * view.outer * view.inner;
+  if (total > 0) {
+    const dim3 grid(static_cast<unsigned>(
+        std::min<int64_t>(ceil_div(total, kRepackThreads), kRepackMaxBlocks)));
+    repack_operand_kernel<T><<<grid, kRepackThreads, 0, stream>>>(view);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  op->ptr = dst;
+  return cudaSuccess;
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const auto encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    constexpr unsigned kDriverApiVersion = 12000;  // the signature of the _v12000 typedef
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, kDriverApiVersion,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      fn = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encode;
+}
+
+// The 3-D tensor map of an operand: (K, X, batch) for a K-major one, copied in boxes of
+// (kBlockK, box_rows); (X, K, batch) for an MN-major one, in boxes of (kMNBox, kBlockK). Strides
+// of dimensions never stepped along (extent <= 1) are replaced by valid ones.
+bool encode_operand_map(CUtensorMap* map, const OperandPlan& op, int box_rows,
+                        CUtensorMapDataType type) {
+  const auto encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const int64_t e = Config::kElementBytes;
+  const int64_t inner = std::max<int64_t>(op.k_major ? op.extent_k : op.extent_x, 1);
+  const int64_t outer = std::max<int64_t>(op.k_major ? op.extent_x : op.extent_k, 1);
+  const int64_t outer_extent = op.k_major ? op.extent_x : op.extent_k;
+  int64_t outer_stride = (op.k_major ? op.stride_x : op.stride_k) * e;
+  if (outer_extent <= 1) outer_stride = round_up(inner * e, kTmaAlignBytes);
+  int64_t batch_stride = op.stride_batch * e;
+  if (op.batch <= 1) batch_stride = round_up(outer * outer_stride, kTmaAlignBytes);
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer),
+                              static_cast<cuuint64_t>(std::max<int64_t>(op.batch, 1))};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(outer_stride),
+                                 static_cast<cuuint64_t>(batch_stride)};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(op.k_major ? Config::kBlockK : Config::kMNBox),
+                             static_cast<cuuint32_t>(op.k_major ? box_rows : Config::kBlockK), 1};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return encode(map, type, 3, const_cast<void*>(op.ptr), dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;  // NONE: zeros outside
+}
+
+template <typename T, bool kKMajorA, bool kKMajorB>
+cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
+                          const WgmmaParams& wp, int blocks, cudaStream_t stream) {
+  const auto kernel = gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB>;
+  const cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  kernel<<<blocks, Config::kThreads, Config::kSmemBytes, stream>>>(map_a, map_b, wp);
+  return cudaGetLastError();
+}
+
+template <typename T>
+struct WgmmaLauncher {
+  static cudaError_t run(const GemmParams& p, cudaStream_t stream) {
+    constexpr bool kSixteenBit = std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>;
+    if constexpr (!kSixteenBit) {
+      return cudaErrorInvalidValue;  // bf16 / fp16 only
+    } else {
+      if (p.M == 0 || p.N == 0 || p.batch == 0) return cudaSuccess;
+      const int64_t tiles_m = ceil_div(p.M, Config::kBlockM), tiles_n = ceil_div(p.N, Config::kBlockN);
+      if (p.M > INT_MAX || p.N > INT_MAX || p.K > INT_MAX || tiles_m * tiles_n * p.batch > INT_MAX) {
+        return cudaErrorInvalidValue;
+      }
+      WgmmaPlan plan = plan_wgmma(p);
+      if (plan.workspace_bytes > p.workspace_bytes) return cudaErrorInvalidValue;
+      const bool batched = p.batch > 1;
+      if (plan.a.repack) {
+        const cudaError_t err = repack<T>(&plan.a, p.a_stride_m, p.a_stride_k,
+                                          batched ? p.a_stride_batch : 0, p.workspace, stream);
+        if (err != cudaSuccess) return err;
+      }
+      if (plan.b.repack) {
+        const cudaError_t err = repack<T>(&plan.b, p.b_stride_n, p.b_stride_k,
+                                          batched ? p.b_stride_batch : 0, p.workspace, stream);
+        if (err != cudaSuccess) return err;
+      }
+      const CUtensorMapDataType type = std::is_same_v<T, __nv_bfloat16>
+                                           ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+      CUtensorMap map_a, map_b;
+      if (!encode_operand_map(&map_a, plan.a, Config::kBlockM, type) ||
+          !encode_operand_map(&map_b, plan.b, Config::kBlockN, type)) {
+        return cudaErrorInvalidValue;
+      }
+      WgmmaParams wp{static_cast<int>(p.M), static_cast<int>(p.N), static_cast<int>(p.K),
+                     static_cast<int>(p.batch), static_cast<int>(tiles_m), static_cast<int>(tiles_n),
+                     p.c, p.c_stride_m, p.c_stride_n, p.c_stride_batch, p.bias, p.bias_stride};
+      int device = 0, sms = 0;
+      cudaError_t err = cudaGetDevice(&device);
+      if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+      if (err != cudaSuccess) return err;
+      const int blocks = static_cast<int>(std::min<int64_t>(tiles_m * tiles_n * p.batch, sms));
+      if (plan.a.k_major) {
+        return plan.b.k_major ? launch_kernel<T, true, true>(map_a, map_b, wp, blocks, stream)
+                              : launch_kernel<T, true, false>(map_a, map_b, wp, blocks, stream);
+      }
+      return plan.b.k_major ? launch_kernel<T, false, true>(map_a, map_b, wp, blocks, stream)
+                            : launch_kernel<T, false, false>(map_a, map_b, wp, blocks, stream);
+    }
+  }
+};
+
+// wgmma runs on compute capability 9.0 only (sm_90a code), and only in builds that compiled it.
+bool device_runs_sm90a() {
+#ifdef TORCH_GEMM_WITH_SM90A
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    return false;
+  }
+  return major == 9 && minor == 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+cudaError_t launch_gemm_wgmma_sm90(const GemmParams& params, cudaStream_t stream) {
+  if (!device_runs_sm90a()) return cudaErrorInvalidDeviceFunction;
+  return dispatch_dtype<WgmmaLauncher>(params, stream);
+}
+
+int64_t gemm_wgmma_sm90_workspace_bytes(const GemmParams& params) {
+  if (params.M == 0 || params.N == 0 || params.batch == 0) return 0;
+  if (params.dtype != DType::kBFloat16 && params.dtype != DType::kFloat16) return 0;
+  return plan_wgmma(params).workspace_bytes;
+}
+
+}  // namespace torch_gemm
