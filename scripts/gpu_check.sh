@@ -7,6 +7,8 @@
 #   BENCH_ARGS="--shapes square --plot" bash scripts/gpu_check.sh
 #   SKIP_TESTS=1 bash scripts/gpu_check.sh    # build + benchmark only
 #   SANITIZE=1 bash scripts/gpu_check.sh      # also compute-sanitizer over every kernel
+#   ATTN_ARGS="--dtypes bfloat16" bash scripts/gpu_check.sh   # attention benchmark options
+#   SKIP_ATTN=1 bash scripts/gpu_check.sh     # no attention benchmark
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,6 +67,15 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   rc=${PIPESTATUS[0]}
   summary+=("benchmark: exit $rc in $(( $(date +%s) - start )) s ($BENCH_ARGS)")
   [ "$rc" -eq 0 ] || status=1
+  if [ -z "${SKIP_ATTN:-}" ]; then
+    start=$(date +%s)
+    ATTN_ARGS=${ATTN_ARGS:---quick}
+    # shellcheck disable=SC2086
+    $PY benchmarks/bench_attention.py $ATTN_ARGS --out "$OUT/results" 2>&1 | tee "$OUT/bench_attention.log"
+    rc=${PIPESTATUS[0]}
+    summary+=("attention benchmark: exit $rc in $(( $(date +%s) - start )) s ($ATTN_ARGS)")
+    [ "$rc" -eq 0 ] || status=1
+  fi
   tar -czf "$OUT/results.tgz" -C "$OUT" results && rm -rf "$OUT/results"
 fi
 

@@ -11,7 +11,19 @@ autocast). Use the op directly or through the wrappers here::
 import torch  # noqa: F401  (the extension needs torch's libraries loaded first)
 
 from torch_gemm import _C  # noqa: F401  (registers the gemm ops)
+from torch_gemm import nn  # noqa: F401  (torch_gemm.nn.Linear)
+from torch_gemm.nn import swap_linear, unswap_linear
 from torch_gemm.ops import available_kernels, bmm_tiled, kernel_table, linear_tiled, mm_tiled
 from torch_gemm.version import __version__
 
-__all__ = ["__version__", "available_kernels", "bmm_tiled", "kernel_table", "linear_tiled", "mm_tiled"]
+__all__ = [
+    "__version__",
+    "available_kernels",
+    "bmm_tiled",
+    "kernel_table",
+    "linear_tiled",
+    "mm_tiled",
+    "nn",
+    "swap_linear",
+    "unswap_linear",
+]

@@ -15,6 +15,9 @@ using GemmWorkspaceFn = int64_t (*)(const GemmParams&);
 // warptile's block tile, (kBlockM, kBlockN): kernel="auto" counts its tiles against the SMs.
 constexpr int64_t kWarptileBlockM = 128;
 constexpr int64_t kWarptileBlockN = 128;
+// wgmma_sm90's block tile: kernel="auto" counts its tiles too.
+constexpr int64_t kWgmmaBlockM = 128;
+constexpr int64_t kWgmmaBlockN = 256;
 
 cudaError_t launch_gemm_naive(const GemmParams& params, cudaStream_t stream);
 cudaError_t launch_gemm_smem16(const GemmParams& params, cudaStream_t stream);
