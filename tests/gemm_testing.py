@@ -44,6 +44,13 @@ def kernel_dtypes(name: str, device: str) -> list[torch.dtype]:
     return []
 
 
+def kernel_test_dtype(name: str, device: str) -> torch.dtype:
+    """float32 where the kernel takes it, else the first dtype it does (bfloat16 for the
+    tensor-core rungs): for tests of behaviour that any dtype shows."""
+    dtypes = kernel_dtypes(name, device)
+    return torch.float32 if torch.float32 in dtypes else dtypes[0]
+
+
 def device_params(devices=("cpu", "cuda")):
     """pytest params over devices, CUDA ones marked to skip without a GPU."""
     return [pytest.param(d, marks=requires_cuda if d == "cuda" else (), id=d) for d in devices]

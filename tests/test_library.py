@@ -10,6 +10,7 @@ from gemm_testing import (
     assert_close_to_reference,
     device_params,
     generator,
+    kernel_test_dtype,
     requires_cuda,
     table_kernels,
 )
@@ -47,7 +48,8 @@ def _samples(device):
         samples.append(((t(3, 5).t(), t(4, 3).t()), {}))
         samples.append(((t(6, 9)[1:, 2:5], t(5, 7)[1:4, ::2]), {}))
         for kernel in table_kernels(device):
-            samples.append(((t(7, 2), t(2, 3)), {"kernel": kernel}))
+            dtype = kernel_test_dtype(kernel, device)
+            samples.append(((t(7, 2).to(dtype), t(2, 3).to(dtype)), {"kernel": kernel}))
     return samples
 
 
@@ -145,8 +147,9 @@ def test_cuda_graph_capture_and_replay(M, N, K):
 @pytest.mark.parametrize("kernel", table_kernels("cuda"))
 def test_non_default_stream(kernel):
     side = torch.cuda.Stream()
-    a = torch.randn(300, 200, device="cuda")
-    b = torch.randn(200, 100, device="cuda")
+    dtype = kernel_test_dtype(kernel, "cuda")
+    a = torch.randn(300, 200, device="cuda").to(dtype)
+    b = torch.randn(200, 100, device="cuda").to(dtype)
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         # Keep the side stream busy first: if the op ran on another stream it would read

@@ -16,6 +16,7 @@ from gemm_testing import (
     assert_close_to_reference,
     generator,
     kernel_dtype_params,
+    kernel_test_dtype,
     make_operands,
     requires_cuda,
     requires_two_gpus,
@@ -45,7 +46,7 @@ def test_nan_and_inf_propagate_like_torch_mm(device, kernel, dtype):
 @pytest.mark.parametrize("kernel", table_kernels("cuda"))
 def test_bitwise_identical_across_streams(kernel):
     gen = generator("cuda", "streams", kernel)
-    a, b = make_operands(517, 263, 1031, "a_t", torch.float32, "cuda", gen)
+    a, b = make_operands(517, 263, 1031, "a_t", kernel_test_dtype(kernel, "cuda"), "cuda", gen)
     first = torch_gemm.mm_tiled(a, b, kernel=kernel)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -92,16 +93,18 @@ def _rss_bytes() -> int:
 @pytest.mark.parametrize("device, calls", [pytest.param("cpu", 2000), pytest.param("cuda", 10_000, marks=requires_cuda)])
 def test_repeated_calls_leak_nothing(device, calls):
     gen = generator(device, "leaks")
-    operands = [make_operands(m, n, k, "contiguous", torch.float32, device, gen)
-                for m, n, k in [(1, 7, 3), (31, 33, 64), (64, 1, 97), (128, 96, 16), (5, 257, 2)]]
+    shapes = [(1, 7, 3), (31, 33, 64), (64, 1, 97), (128, 96, 16), (5, 257, 2)]
     kernels = table_kernels(device)
+    operands = {dtype: [make_operands(m, n, k, "contiguous", dtype, device, gen) for m, n, k in shapes]
+                for dtype in {kernel_test_dtype(kernel, device) for kernel in kernels}}
 
     def burst(count):
         for i in range(count):
-            a, b = operands[i % len(operands)]
-            torch_gemm.mm_tiled(a, b, kernel=kernels[i % len(kernels)])
+            kernel = kernels[i % len(kernels)]
+            a, b = operands[kernel_test_dtype(kernel, device)][i % len(shapes)]
+            torch_gemm.mm_tiled(a, b, kernel=kernel)
 
-    burst(len(operands) * len(kernels) * 4)  # warm caches and the allocator
+    burst(len(shapes) * len(kernels) * 4)  # warm caches and the allocator
     if device == "cuda":
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
@@ -124,7 +127,7 @@ def _big_enough(gib: float) -> bool:
 @requires_cuda
 @pytest.mark.parametrize("kernel, dtype", [
     pytest.param(k, dt, id=f"{k}-{str(dt)[6:]}")
-    for k, dt in [(k, torch.float32) for k in table_kernels("cuda")] + [("smem32", torch.float16)]
+    for k, dt in [(k, kernel_test_dtype(k, "cuda")) for k in table_kernels("cuda")] + [("smem32", torch.float16)]
 ])
 def test_more_than_2_31_elements(kernel, dtype):
     """A with 2^31 + 3·1024 elements (row offsets past 2^31) and C with 46341² > 2^31 elements:
@@ -159,7 +162,7 @@ def test_more_than_2_31_elements(kernel, dtype):
 def test_tensors_on_second_gpu_computed_there(kernel):
     """The device guard: with cuda:0 current, tensors on cuda:1 are computed on cuda:1."""
     gen = generator("cuda:1", "guard", kernel)
-    a, b = make_operands(129, 65, 97, "a_t", torch.float32, "cuda:1", gen)
+    a, b = make_operands(129, 65, 97, "a_t", kernel_test_dtype(kernel, "cuda"), "cuda:1", gen)
     with torch.cuda.device(0):
         out = torch_gemm.mm_tiled(a, b, kernel=kernel)
     assert out.device == torch.device("cuda:1")
