@@ -35,8 +35,6 @@ sizes are given, to test the script itself).
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import math
 import platform
 import re
@@ -343,40 +341,16 @@ def _row_order(row: dict) -> tuple:
 def merge_records(old: Optional[dict], metadata: dict, rows: Sequence[dict]) -> dict:
     """Rows of this run replace old rows with the same key (module, pass, dtype, width, tokens,
     batch, kernel, swapped); other old rows stay; this run's metadata keys replace the old ones."""
-    old = old or {}
-    merged = {row_key(r): r for r in old.get("rows", [])}
-    merged.update((row_key(r), r) for r in rows)
-    return {"metadata": {**old.get("metadata", {}), **metadata}, "rows": sorted(merged.values(), key=_row_order)}
+    return bench_mm.merge_records(old, metadata, rows, key=row_key, order=_row_order)
 
 
 def load_record(path: Path) -> Optional[dict]:
-    if not path.exists():
-        return None
-    try:
-        record = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise SystemExit(
-            f"bench_attention: {path} is not valid JSON ({e}); fix or move it, it is not overwritten"
-        ) from None
-    if not isinstance(record, dict) or not isinstance(record.get("rows"), list):
-        raise SystemExit(f"bench_attention: {path} is not a results record ({{'metadata': ..., 'rows': [...]}})")
-    return record
+    return bench_mm.load_record(path, program="bench_attention")
 
 
 def write_record(record: dict, json_path: Path, csv_path: Path) -> None:
-    """JSON with one row per line (readable diffs), as bench_mm.py writes it, and a CSV."""
-    rows_text = ",\n".join("  " + json.dumps(r) for r in record["rows"])
-    bench_mm._write_atomic(
-        json_path,
-        '{\n "metadata": ' + json.dumps(record["metadata"], indent=2).replace("\n", "\n ")
-        + ',\n "rows": [\n' + rows_text + "\n ]\n}\n",
-    )
-    tmp = csv_path.with_name(csv_path.name + ".tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(ROW_FIELDS), restval="", extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(record["rows"])
-    tmp.replace(csv_path)
+    """JSON with one row per line and a CSV, as bench_mm.py writes them."""
+    bench_mm.write_record(record, json_path, csv_path, fields=ROW_FIELDS)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -584,27 +584,31 @@ def _row_order(row: dict) -> tuple:
             row.get("K", 0), row.get("kernel") != "auto", row.get("kernel", ""))
 
 
-def merge_records(old: Optional[dict], metadata: dict, rows: Sequence[dict]) -> dict:
-    """The record after a run: ``rows`` replace old rows with the same (op, kernel, dtype, layout,
-    M, N, K), other old rows stay; metadata keys of the run replace the old ones."""
+def merge_records(old: Optional[dict], metadata: dict, rows: Sequence[dict],
+                  key: Callable[[dict], tuple] = row_key, order: Callable[[dict], tuple] = _row_order) -> dict:
+    """The record after a run: ``rows`` replace old rows with the same key (here op, kernel,
+    dtype, layout, M, N, K), other old rows stay, sorted by ``order``; metadata keys of the run
+    replace the old ones. bench_attention.py passes its own key and order."""
     old = old or {}
-    merged = {row_key(r): r for r in old.get("rows", [])}
-    merged.update((row_key(r), r) for r in rows)
+    merged = {key(r): r for r in old.get("rows", [])}
+    merged.update((key(r), r) for r in rows)
     return {
         "metadata": {**old.get("metadata", {}), **metadata},
-        "rows": sorted(merged.values(), key=_row_order),
+        "rows": sorted(merged.values(), key=order),
     }
 
 
-def load_record(path: Path) -> Optional[dict]:
+def load_record(path: Path, program: str = "bench_mm") -> Optional[dict]:
+    """The record at ``path``, None if there is none; a file that is not one stops the program
+    (named in the message) rather than being overwritten."""
     if not path.exists():
         return None
     try:
         record = json.loads(path.read_text())
     except json.JSONDecodeError as e:
-        raise SystemExit(f"bench_mm: {path} is not valid JSON ({e}); fix or move it, it is not overwritten") from None
+        raise SystemExit(f"{program}: {path} is not valid JSON ({e}); fix or move it, it is not overwritten") from None
     if not isinstance(record, dict) or not isinstance(record.get("rows"), list):
-        raise SystemExit(f"bench_mm: {path} is not a results record ({{'metadata': ..., 'rows': [...]}})")
+        raise SystemExit(f"{program}: {path} is not a results record ({{'metadata': ..., 'rows': [...]}})")
     return record
 
 
@@ -615,18 +619,19 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_record(record: dict, json_path: Path, csv_path: Path) -> None:
-    """JSON with one row per line (readable diffs), and the same rows as CSV."""
+def write_record(record: dict, json_path: Path, csv_path: Path, fields: Sequence[str] = ROW_FIELDS) -> None:
+    """JSON with one row per line (readable diffs), and the same rows as CSV: ``fields`` first,
+    then any other keys the rows have."""
     rows_text = ",\n".join("  " + json.dumps(r) for r in record["rows"])
     _write_atomic(
         json_path,
         '{\n "metadata": ' + json.dumps(record["metadata"], indent=2).replace("\n", "\n ")
         + ',\n "rows": [\n' + rows_text + "\n ]\n}\n",
     )
-    extra = sorted({k for r in record["rows"] for k in r} - set(ROW_FIELDS))
+    extra = sorted({k for r in record["rows"] for k in r} - set(fields))
     tmp = csv_path.with_name(csv_path.name + ".tmp")
     with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(ROW_FIELDS) + extra, restval="")
+        writer = csv.DictWriter(f, fieldnames=list(fields) + extra, restval="")
         writer.writeheader()
         writer.writerows(record["rows"])
     os.replace(tmp, csv_path)

@@ -258,37 +258,24 @@ def _mm_tiled_setup_context(ctx, inputs, output) -> None:
     ctx.save_for_backward(a if need_b else None, b if need_a else None)
 
 
-def _mm_tiled_backward(ctx, grad: torch.Tensor):
-    a, b = ctx.saved_tensors
-    grad_a = grad_b = None
-    if ctx.needs_input_grad[0]:
-        grad_a = torch.ops.gemm.mm_tiled.default(grad, b.mT, ctx.kernel)
-    if ctx.needs_input_grad[1]:
-        grad_b = torch.ops.gemm.mm_tiled.default(a.mT, grad, ctx.kernel)
-    return grad_a, grad_b, None
+def _product_backward(op):
+    """The backward of C = A·B through `op` itself (mm_tiled, or bmm_tiled per batch element)."""
+
+    def backward(ctx, grad: torch.Tensor):
+        a, b = ctx.saved_tensors
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_a = op(grad, b.mT, ctx.kernel)
+        if ctx.needs_input_grad[1]:
+            grad_b = op(a.mT, grad, ctx.kernel)
+        return grad_a, grad_b, None
+
+    return backward
 
 
-torch.library.register_autograd(
-    "gemm::mm_tiled", _mm_tiled_backward, setup_context=_mm_tiled_setup_context
-)
-
-
-# C[i] = A[i]·B[i]: the same formula per batch element, through bmm_tiled.
-
-
-def _bmm_tiled_backward(ctx, grad: torch.Tensor):
-    a, b = ctx.saved_tensors
-    grad_a = grad_b = None
-    if ctx.needs_input_grad[0]:
-        grad_a = torch.ops.gemm.bmm_tiled.default(grad, b.mT, ctx.kernel)
-    if ctx.needs_input_grad[1]:
-        grad_b = torch.ops.gemm.bmm_tiled.default(a.mT, grad, ctx.kernel)
-    return grad_a, grad_b, None
-
-
-torch.library.register_autograd(
-    "gemm::bmm_tiled", _bmm_tiled_backward, setup_context=_mm_tiled_setup_context
-)
+for _name, _op in (("gemm::mm_tiled", torch.ops.gemm.mm_tiled.default),
+                   ("gemm::bmm_tiled", torch.ops.gemm.bmm_tiled.default)):
+    torch.library.register_autograd(_name, _product_backward(_op), setup_context=_mm_tiled_setup_context)
 
 
 # y = x·Wᵀ + b over the rows of x (its leading dimensions flattened):

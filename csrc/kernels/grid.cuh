@@ -46,6 +46,15 @@ __device__ __forceinline__ void grouped_tile(int64_t tile, int64_t tiles_m, int6
   *tile_n = in_group / rows;
 }
 
+// Multiprocessors of the current device, for launchers that size their grids or tiles by it; 1 if
+// the query fails (the launch that follows reports the error).
+inline int current_sm_count() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 1;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 1;
+  return sms;
+}
+
 constexpr int64_t kMaxGridZ = 65535;  // hardware limit on gridDim.z; launchers chunk the batch
 
 // The params of batch element `index`: A, B and C moved by the batch strides; bias, shared by the

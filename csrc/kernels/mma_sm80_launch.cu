@@ -3,37 +3,10 @@
 // block tile from the loaders and the number of tiles.
 #include "kernels/launch.h"
 #include "kernels/mma_sm80.cuh"
+#include "kernels/operand_tile.cuh"
 
 namespace torch_gemm {
 namespace {
-
-enum class Sm80OperandKind { kMNAsync, kKAsync, kMNScalar, kKScalar };
-
-// The loader that fits an operand (K, X) of 16-bit elements (strides already normalized: see
-// normalized_params). 16-byte copies need the contiguous stride 1, the other stride and the batch
-// stride multiples of a chunk (every row and every batch element then starts 16-byte aligned, as
-// the base does) and the contiguous extent a multiple of a chunk (a chunk is wholly inside or
-// wholly outside the matrix).
-Sm80OperandKind classify_sm80_operand(const void* ptr, int64_t extent_x, int64_t extent_k,
-                                      int64_t stride_x, int64_t stride_k, int64_t batch,
-                                      int64_t stride_batch) {
-  constexpr int64_t kChunk = Sm80Facts::kChunkElems;
-  const bool aligned = reinterpret_cast<uintptr_t>(ptr) % Sm80Facts::kChunkBytes == 0 &&
-                       (batch <= 1 || stride_batch % kChunk == 0);
-  if (aligned && stride_x == 1 && stride_k % kChunk == 0 && extent_x % kChunk == 0) {
-    return Sm80OperandKind::kMNAsync;
-  }
-  if (aligned && stride_k == 1 && stride_x % kChunk == 0 && extent_k % kChunk == 0) {
-    return Sm80OperandKind::kKAsync;
-  }
-  // Element loads: consecutive threads walk the dimension with the smaller stride (ignoring
-  // dimensions of extent 1, which have no neighbours to coalesce with), the stage's rows.
-  const auto key = [](int64_t extent, int64_t stride) {
-    return extent > 1 ? (stride < 0 ? -stride : stride) : INT64_MAX;
-  };
-  return key(extent_k, stride_k) < key(extent_x, stride_x) ? Sm80OperandKind::kKScalar
-                                                            : Sm80OperandKind::kMNScalar;
-}
 
 // The params with the stride of every dimension of extent <= 1 set to 0: such a dimension is only
 // indexed at 0, so its stride cannot matter (torch gives size-1 dimensions any stride), and 0
@@ -59,13 +32,6 @@ using MNAsync = Sm80OperandLayout<Major::kMN, true>;
 using KAsync = Sm80OperandLayout<Major::kK, true>;
 using MNScalar = Sm80OperandLayout<Major::kMN, false>;
 using KScalar = Sm80OperandLayout<Major::kK, false>;
-
-int current_sm_count() {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 1;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 1;
-  return sms;
-}
 
 // Whether the default tile leaves most SMs idle: fewer 128×128 tiles (over the whole batch) than
 // half the SMs. 64×64 tiles, four times as many blocks, then win (H200, bf16 NN): 1000³ 113
@@ -94,27 +60,31 @@ cudaError_t run_layouts(const GemmParams& p, cudaStream_t stream) {
 }
 
 template <typename T, typename LayoutA>
-cudaError_t dispatch_layout_b(Sm80OperandKind kind_b, const GemmParams& p, cudaStream_t stream) {
+cudaError_t dispatch_sm80_layout_b(OperandKind kind_b, const GemmParams& p, cudaStream_t stream) {
   switch (kind_b) {
-    case Sm80OperandKind::kMNAsync: return run_layouts<T, LayoutA, MNAsync>(p, stream);
-    case Sm80OperandKind::kKAsync: return run_layouts<T, LayoutA, KAsync>(p, stream);
-    case Sm80OperandKind::kMNScalar: return run_layouts<T, LayoutA, MNScalar>(p, stream);
-    case Sm80OperandKind::kKScalar: return run_layouts<T, LayoutA, KScalar>(p, stream);
+    case OperandKind::kMNVec: return run_layouts<T, LayoutA, MNAsync>(p, stream);
+    case OperandKind::kKVec: return run_layouts<T, LayoutA, KAsync>(p, stream);
+    case OperandKind::kMNScalar: return run_layouts<T, LayoutA, MNScalar>(p, stream);
+    case OperandKind::kKScalar: return run_layouts<T, LayoutA, KScalar>(p, stream);
   }
   return cudaErrorInvalidValue;
 }
 
+// Each operand's loader from classify_operand with 16-byte chunks of 16-bit elements: the
+// 16-byte cp.async (kMNVec, kKVec) or element loads.
 template <typename T>
 cudaError_t dispatch_layouts(const GemmParams& p, cudaStream_t stream) {
-  const Sm80OperandKind kind_a = classify_sm80_operand(p.a, p.M, p.K, p.a_stride_m, p.a_stride_k,
-                                                       p.batch, p.a_stride_batch);
-  const Sm80OperandKind kind_b = classify_sm80_operand(p.b, p.N, p.K, p.b_stride_n, p.b_stride_k,
-                                                       p.batch, p.b_stride_batch);
+  constexpr int64_t kChunk = Sm80Facts::kChunkElems;
+  const bool batched = p.batch > 1;
+  const OperandKind kind_a = classify_operand(p.a, p.M, p.K, p.a_stride_m, p.a_stride_k,
+                                              batched ? p.a_stride_batch : 0, kChunk);
+  const OperandKind kind_b = classify_operand(p.b, p.N, p.K, p.b_stride_n, p.b_stride_k,
+                                              batched ? p.b_stride_batch : 0, kChunk);
   switch (kind_a) {
-    case Sm80OperandKind::kMNAsync: return dispatch_layout_b<T, MNAsync>(kind_b, p, stream);
-    case Sm80OperandKind::kKAsync: return dispatch_layout_b<T, KAsync>(kind_b, p, stream);
-    case Sm80OperandKind::kMNScalar: return dispatch_layout_b<T, MNScalar>(kind_b, p, stream);
-    case Sm80OperandKind::kKScalar: return dispatch_layout_b<T, KScalar>(kind_b, p, stream);
+    case OperandKind::kMNVec: return dispatch_sm80_layout_b<T, MNAsync>(kind_b, p, stream);
+    case OperandKind::kKVec: return dispatch_sm80_layout_b<T, KAsync>(kind_b, p, stream);
+    case OperandKind::kMNScalar: return dispatch_sm80_layout_b<T, MNScalar>(kind_b, p, stream);
+    case OperandKind::kKScalar: return dispatch_sm80_layout_b<T, KScalar>(kind_b, p, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -6,13 +6,6 @@
 namespace torch_gemm {
 namespace {
 
-int current_sm_count() {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 1;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 1;
-  return sms;
-}
-
 struct MultistageLaunch {
   template <typename LayoutA, typename LayoutB>
   static cudaError_t run(const GemmParams& p, cudaStream_t stream) {

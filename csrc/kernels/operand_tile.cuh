@@ -292,12 +292,13 @@ __device__ __forceinline__ void store_row4(const OutputView& c, bool vec, int64_
 
 enum class OperandKind { kMNVec, kMNScalar, kKVec, kKScalar };
 
-// The layout that loads an operand (K, X) fastest. A dimension of extent <= 1 is only ever
-// indexed at 0, so its stride cannot matter: treat it as 0 (torch gives size-1 dims any stride).
-// Every batch element's base must be aligned too: stride_batch is that of a batch of more than one.
+// The layout that loads an operand (K, X) fastest, with vectors of kVec elements (16 bytes: 4
+// floats, 8 halves). A dimension of extent <= 1 is only ever indexed at 0, so its stride cannot
+// matter: treat it as 0 (torch gives size-1 dims any stride). Every batch element's base must be
+// aligned too: stride_batch is that of a batch of more than one (0 otherwise).
 inline OperandKind classify_operand(const void* ptr, int64_t extent_x, int64_t extent_k,
-                                    int64_t stride_x, int64_t stride_k, int64_t stride_batch) {
-  constexpr int kVec = HardwareConfig::kVecFloats;
+                                    int64_t stride_x, int64_t stride_k, int64_t stride_batch,
+                                    int64_t kVec = HardwareConfig::kVecFloats) {
   if (extent_x <= 1) stride_x = 0;
   if (extent_k <= 1) stride_k = 0;
   const bool aligned = reinterpret_cast<uintptr_t>(ptr) % HardwareConfig::kVecBytes == 0 &&

@@ -178,9 +178,7 @@ cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
     config.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(turns, 1024) * kClusterM));
     err = cudaOccupancyMaxActiveClusters(&slots, kernel, &config);
   } else {
-    int device = 0;
-    err = cudaGetDevice(&device);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&slots, cudaDevAttrMultiProcessorCount, device);
+    slots = current_sm_count();
   }
   if (err != cudaSuccess) return err;
   if (slots <= 0) return cudaErrorInvalidConfiguration;
@@ -192,9 +190,13 @@ cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
 // TORCH_GEMM_WGMMA_CLUSTER=2: on an H200 it measured 422 against 674 TFLOP/s unclustered at 4096³
 // bf16 (66 clusters resident, as many blocks), a loss not yet explained (benchmarks/NOTES.md);
 // the switch stays for that investigation.
+// Read once per process, not per launch.
 bool use_clusters() {
-  const char* env = std::getenv("TORCH_GEMM_WGMMA_CLUSTER");
-  return env != nullptr && env[0] == '2';
+  static const bool clusters = [] {
+    const char* env = std::getenv("TORCH_GEMM_WGMMA_CLUSTER");
+    return env != nullptr && env[0] == '2';
+  }();
+  return clusters;
 }
 
 template <typename T, bool kKMajorA, bool kKMajorB>

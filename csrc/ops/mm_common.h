@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <torch/library.h>
 
 #include <optional>
 
@@ -62,5 +63,20 @@ at::Tensor bmm_tiled_on(BackendRunFn run, const at::Tensor& a, const at::Tensor&
                         c10::string_view kernel);
 at::Tensor linear_tiled_on(BackendRunFn run, const at::Tensor& x, const at::Tensor& weight,
                            const std::optional<at::Tensor>& bias, c10::string_view kernel);
+
+// Registers every gemm op for the dispatch key of `m` (TORCH_LIBRARY_IMPL) on backend kRun.
+template <BackendRunFn kRun>
+void register_gemm_ops(torch::Library& m) {
+  m.impl("mm_tiled", [](const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
+    return mm_tiled_on(kRun, a, b, kernel);
+  });
+  m.impl("bmm_tiled", [](const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
+    return bmm_tiled_on(kRun, a, b, kernel);
+  });
+  m.impl("linear_tiled", [](const at::Tensor& x, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias, c10::string_view kernel) {
+    return linear_tiled_on(kRun, x, weight, bias, kernel);
+  });
+}
 
 }  // namespace torch_gemm

@@ -22,27 +22,10 @@ void run_cpu(const char* op, c10::string_view kernel, GemmParams& params, const 
   entry.run(params);
 }
 
-at::Tensor mm_tiled_cpu(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
-  return mm_tiled_on(&run_cpu, a, b, kernel);
-}
-
-at::Tensor bmm_tiled_cpu(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
-  return bmm_tiled_on(&run_cpu, a, b, kernel);
-}
-
-at::Tensor linear_tiled_cpu(const at::Tensor& x, const at::Tensor& weight,
-                            const std::optional<at::Tensor>& bias, c10::string_view kernel) {
-  return linear_tiled_on(&run_cpu, x, weight, bias, kernel);
-}
-
 }  // namespace
 
 std::vector<KernelInfo> cpu_kernel_infos() { return describe(kCpuKernels, "cpu"); }
 
-TORCH_LIBRARY_IMPL(gemm, CPU, m) {
-  m.impl("mm_tiled", &mm_tiled_cpu);
-  m.impl("bmm_tiled", &bmm_tiled_cpu);
-  m.impl("linear_tiled", &linear_tiled_cpu);
-}
+TORCH_LIBRARY_IMPL(gemm, CPU, m) { register_gemm_ops<&run_cpu>(m); }
 
 }  // namespace torch_gemm

@@ -96,27 +96,10 @@ void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const
               cudaGetErrorString(err));
 }
 
-at::Tensor mm_tiled_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
-  return mm_tiled_on(&run_cuda, a, b, kernel);
-}
-
-at::Tensor bmm_tiled_cuda(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
-  return bmm_tiled_on(&run_cuda, a, b, kernel);
-}
-
-at::Tensor linear_tiled_cuda(const at::Tensor& x, const at::Tensor& weight,
-                             const std::optional<at::Tensor>& bias, c10::string_view kernel) {
-  return linear_tiled_on(&run_cuda, x, weight, bias, kernel);
-}
-
 }  // namespace
 
 std::vector<KernelInfo> cuda_kernel_infos() { return describe(kCudaKernels, "cuda"); }
 
-TORCH_LIBRARY_IMPL(gemm, CUDA, m) {
-  m.impl("mm_tiled", &mm_tiled_cuda);
-  m.impl("bmm_tiled", &bmm_tiled_cuda);
-  m.impl("linear_tiled", &linear_tiled_cuda);
-}
+TORCH_LIBRARY_IMPL(gemm, CUDA, m) { register_gemm_ops<&run_cuda>(m); }
 
 }  // namespace torch_gemm
