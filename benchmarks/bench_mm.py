@@ -1014,7 +1014,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> Config:
         print("bench_mm: skipping dtype tf32 on the CPU: TF32 is a CUDA tensor-core mode", file=sys.stderr)
         dtypes.remove("tf32")
 
-    available = {d: torch_gemm.available_kernels(device, TORCH_DTYPES[d]) for d in dtypes}
+    available = {d: torch_gemm.available_kernels(device, TORCH_DTYPES[d], allow_tf32=d == "tf32") for d in dtypes}
     kernel_names = _split(args.kernel)
     if "all" in kernel_names:
         kernels_for = available

@@ -34,11 +34,12 @@ PYBIND11_MODULE(_C, m) {
           row["dtypes"] = info.dtypes;
           row["min_sm"] = info.min_sm;
           row["summary"] = info.summary;
+          row["tf32"] = info.float32_as_tf32;
           rows.append(row);
         }
         return rows;
       },
-      "Every kernel this build offers: name, device, dtypes, min_sm, summary.");
+      "Every kernel this build offers: name, device, dtypes, min_sm, summary, tf32.");
   m.def(
       "built_with_cuda",
       [] {

@@ -1,7 +1,16 @@
+import pytest
 import torch
 
 import torch_gemm
-from gemm_testing import BUILT_WITH_CUDA, HAS_CUDA, SEED
+from gemm_testing import BUILT_WITH_CUDA, HAS_CUDA, SEED, tf32_allowed
+
+
+@pytest.fixture(autouse=True)
+def _tf32_for_marked_tests(request):
+    """TF32 on for the float32 cases of TF32 kernels (marked by kernel_dtype_params), and
+    explicitly off for every other test, whatever an earlier test left behind."""
+    with tf32_allowed(request.node.get_closest_marker("tf32") is not None):
+        yield
 
 
 def pytest_report_header(config):

@@ -44,11 +44,29 @@ def kernel_dtypes(name: str, device: str) -> list[torch.dtype]:
     return []
 
 
+def kernel_is_tf32(name: str, device: str) -> bool:
+    """Whether the kernel multiplies float32 as TF32 (and so runs float32 only with TF32 on)."""
+    return any(row["name"] == name and row["device"] == device and row["tf32"] for row in torch_gemm.kernel_table())
+
+
 def kernel_test_dtype(name: str, device: str) -> torch.dtype:
-    """float32 where the kernel takes it, else the first dtype it does (bfloat16 for the
-    tensor-core rungs): for tests of behaviour that any dtype shows."""
+    """float32 where the kernel takes it in IEEE arithmetic, else the first dtype it does
+    (bfloat16 for the tensor-core rungs): for tests of behaviour that any dtype shows."""
     dtypes = kernel_dtypes(name, device)
-    return torch.float32 if torch.float32 in dtypes else dtypes[0]
+    if torch.float32 in dtypes and not kernel_is_tf32(name, device):
+        return torch.float32
+    return next(d for d in dtypes if d != torch.float32)
+
+
+@contextlib.contextmanager
+def tf32_allowed(enabled: bool = True):
+    """torch.backends.cuda.matmul.allow_tf32 set inside, for ours and torch.mm alike."""
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def device_params(devices=("cpu", "cuda")):
@@ -57,17 +75,20 @@ def device_params(devices=("cpu", "cuda")):
 
 
 def kernel_dtype_params(devices=("cpu", "cuda")):
-    """(device, kernel, dtype) for every kernel of the build and every dtype it takes."""
+    """(device, kernel, dtype) for every kernel of the build and every dtype it takes. A TF32
+    kernel's float32 case is marked ``tf32`` (id "...-tf32"): conftest turns TF32 on for it."""
     params = []
     for device in devices:
         if device == "cuda" and not BUILT_WITH_CUDA:
             continue
         for kernel in table_kernels(device):
             for dtype in kernel_dtypes(kernel, device):
-                params.append(
-                    pytest.param(device, kernel, dtype, marks=requires_cuda if device == "cuda" else (),
-                                 id=f"{device}-{kernel}-{str(dtype).removeprefix('torch.')}")
-                )
+                marks = [requires_cuda] if device == "cuda" else []
+                name = str(dtype).removeprefix("torch.")
+                if dtype == torch.float32 and kernel_is_tf32(kernel, device):
+                    marks.append(pytest.mark.tf32)
+                    name = "tf32"
+                params.append(pytest.param(device, kernel, dtype, marks=marks, id=f"{device}-{kernel}-{name}"))
     return params
 
 
@@ -125,6 +146,22 @@ def poisoned_outputs():
         torch.use_deterministic_algorithms(was, warn_only=was_warn)
 
 
+def tf32_in_effect(t: torch.Tensor) -> bool:
+    """Whether a float32 product on this tensor's device may be computed in TF32 now."""
+    return t.dtype == torch.float32 and t.is_cuda and torch.backends.cuda.matmul.allow_tf32
+
+
+def round_to_tf32(t: torch.Tensor) -> torch.Tensor:
+    """float32 rounded to tf32 (10 mantissa bits), to nearest with ties away from zero, as
+    cvt.rna.tf32.f32 does: half of the dropped 13 bits' range added to the magnitude, then cut."""
+    bits = t.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32).view(t.shape)
+
+
+# A TF32 product's operand error: each operand keeps 10 of float32's 23 mantissa bits (the tensor
+# cores drop the rest), so a product a·b is off by less than 2·2^-10 of |a·b|.
+_TF32_PRODUCT_ERR = 2.0**-9
+
 # Unit roundoff of the accumulation (fp32 for every 16-bit and fp32 input, fp64 for fp64), and
 # the spacing of the output dtype near 1 (its rounding of the result).
 _ACC_UNIT = {torch.float64: 2.0**-53}
@@ -143,10 +180,12 @@ def error_scale(ref: torch.Tensor, summands: torch.Tensor, K: int) -> float:
 
 def assert_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias=None) -> None:
     """DESIGN §5 on the whole matrix — fp64 < 1e-12, fp32 < 1e-5 (relative to error_scale),
-    16-bit within 2x of torch.mm's own error on the same inputs — and, so that one wrong element
+    16-bit and TF32 (float32 on CUDA while torch allows TF32) within 2x of torch.mm's own error on
+    the same inputs, with the same TF32 setting — and, so that one wrong element
     or edge row cannot hide in the rounding of the rest, on every element:
     |out - ref| <= eps(out dtype)·(|ref| + tiny) + 3·√K·u(accumulator)·(|A|·|B|), where
-    eps·tiny is the output dtype's subnormal spacing (fp16 results under 6e-5 round absolutely).
+    eps·tiny is the output dtype's subnormal spacing (fp16 results under 6e-5 round absolutely),
+    and TF32 adds its operand truncation, 2^-9·(|A|·|B|).
     With a bias (linear_tiled's epilogue) the reference is a @ b + bias and torch's own error is
     that of torch.addmm."""
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
@@ -159,7 +198,8 @@ def assert_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tenso
     if bias is not None:
         summands = summands + bias.double().abs()
     diff = (out.double() - ref).abs()
-    if a.dtype in (torch.float64, torch.float32):
+    tf32 = tf32_in_effect(a)
+    if a.dtype == torch.float64 or (a.dtype == torch.float32 and not tf32):
         tol = 1e-12 if a.dtype == torch.float64 else 1e-5
         scale = error_scale(ref, summands, K)
         total = diff.norm().item()
@@ -167,9 +207,16 @@ def assert_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tenso
     else:
         err = rel_err(out, ref)
         ours_torch = torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
-        tol = max(2.0 * rel_err(ours_torch, ref), 1e-6)
+        own = rel_err(ours_torch, ref)
+        if tf32:
+            # torch.mm may not use TF32 at all (small shapes): the error it is allowed is also
+            # the exact product's of the tf32-rounded operands.
+            own = max(own, rel_err(reference(round_to_tf32(a), round_to_tf32(b), bias), ref))
+        tol = max(2.0 * own, 1e-6)
     assert err <= tol, f"rel_err {err:.3e} > {tol:.3e} for {tuple(a.shape)}@{tuple(b.shape)} {a.dtype}"
     bound = _OUT_EPS[a.dtype] * (ref.abs() + torch.finfo(a.dtype).tiny) + 3.0 * math.sqrt(max(K, 1)) * _ACC_UNIT.get(a.dtype, 2.0**-24) * summands
+    if tf32:
+        bound = bound + _TF32_PRODUCT_ERR * summands
     worst = (diff - bound).argmax() if diff.numel() else None
     if worst is not None and diff.flatten()[worst] > bound.flatten()[worst]:
         i, j = divmod(worst.item(), N)

@@ -29,10 +29,17 @@ def test_available_kernels():
     rows = torch_gemm.kernel_table()
     assert {r["device"] for r in rows} == ({"cpu", "cuda"} if BUILT_WITH_CUDA else {"cpu"})
     for row in rows:
-        assert set(row) == {"name", "device", "dtypes", "min_sm", "summary"} and row["summary"]
+        assert set(row) == {"name", "device", "dtypes", "min_sm", "summary", "tf32"} and row["summary"]
+        assert not row["tf32"] or "Float" in row["dtypes"]
     if torch.cuda.is_available():
         cuda = torch_gemm.available_kernels("cuda")
         assert cuda[0] == "auto" and {"naive", "smem16", "smem32"} <= set(cuda)
+        # TF32 kernels are offered for float32 only while TF32 is allowed (or asked for).
+        tf32 = {r["name"] for r in rows if r["tf32"]}
+        sm = torch.cuda.get_device_capability()
+        runnable_tf32 = {r["name"] for r in rows if r["tf32"] and r["min_sm"] <= sm[0] * 10 + sm[1]}
+        assert not tf32 & set(torch_gemm.available_kernels("cuda", torch.float32, allow_tf32=False))
+        assert runnable_tf32 <= set(torch_gemm.available_kernels("cuda", torch.float32, allow_tf32=True))
     else:
         assert torch_gemm.available_kernels("cuda") == []
 

@@ -12,6 +12,7 @@ from gemm_testing import (
     make_operands,
     poisoned_outputs,
     requires_cuda,
+    tf32_allowed,
 )
 
 SIZES = [0, 1, 2, 7, 16, 31, 33, 64, 97, 128, 257, 1000, 1025]
@@ -111,3 +112,24 @@ def test_multistage_plan_fills_the_gpu():
     skinny = torch_gemm._C.multistage_plan(16, 4096, 4096)
     assert (skinny["block_m"], skinny["block_n"]) == (64, 64) and skinny["splits"] > 1
     assert torch_gemm._C.multistage_plan(1000, 1000, 7)["splits"] == 1  # too little K to split
+
+
+@requires_cuda
+def test_float32_uses_tf32_only_where_torch_allows_it():
+    """A TF32 kernel refuses float32 while torch does not allow TF32, and auto then stays IEEE
+    (< 1e-5); with TF32 allowed, auto takes the TF32 kernel where its tiles fill the GPU."""
+    major, minor = torch.cuda.get_device_capability()
+    tf32_kernels = [r["name"] for r in torch_gemm.kernel_table()
+                    if r["device"] == "cuda" and r["tf32"] and r["min_sm"] <= major * 10 + minor]
+    if not tf32_kernels:
+        pytest.skip("no TF32 kernel runs on this GPU")
+    a, b = make_operands(1024, 2048, 512, "contiguous", torch.float32, "cuda", generator("cuda", "tf32-rule"))
+    with tf32_allowed(False):
+        with pytest.raises(RuntimeError, match=f"kernel '{tf32_kernels[0]}' multiplies float32 in TF32"):
+            torch_gemm.mm_tiled(a, b, kernel=tf32_kernels[0])
+        assert_close_to_reference(torch_gemm.mm_tiled(a, b), a, b)
+    with tf32_allowed(True):
+        out = torch_gemm.mm_tiled(a, b)
+        assert_close_to_reference(out, a, b)
+        # 1024×2048 is 64 of wgmma's 128×256 tiles: auto picked the TF32 kernel (deterministic).
+        assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel=tf32_kernels[0]))

@@ -28,7 +28,9 @@ _ALIASES = {"smem": "smem32"}
 def kernel_table() -> list[dict]:
     """Every kernel compiled into this build, as dicts with ``name``, ``device`` ("cpu" or
     "cuda"), ``dtypes`` (c10 dtype names such as "Float"; DTYPE_BY_NAME maps them to torch
-    dtypes), ``min_sm`` (lowest compute capability ×10, 0 for any) and ``summary``."""
+    dtypes), ``min_sm`` (lowest compute capability ×10, 0 for any), ``summary`` and ``tf32``
+    (True where the kernel multiplies float32 as TF32 on the tensor cores, which it does only
+    while torch allows TF32 for matmuls)."""
     return [dict(row) for row in _kernel_rows()]
 
 
@@ -38,12 +40,18 @@ def _kernel_rows() -> tuple:
 
 
 def available_kernels(
-    device: Union[str, torch.device, None] = None, dtype: Optional[torch.dtype] = None
+    device: Union[str, torch.device, None] = None,
+    dtype: Optional[torch.dtype] = None,
+    allow_tf32: Optional[bool] = None,
 ) -> list[str]:
     """Names accepted by ``kernel=`` for tensors on ``device`` (default: the current CUDA device
     if there is one, else the CPU), optionally only those that take ``dtype``. The first entry is
     always ``"auto"``. CUDA kernels are listed only if this build has them and the device's
-    compute capability is high enough."""
+    compute capability is high enough. For float32, the TF32 tensor-core kernels are listed only
+    where TF32 is allowed: ``allow_tf32``, or by default torch's current
+    ``torch.backends.cuda.matmul.allow_tf32``."""
+    if allow_tf32 is None:
+        allow_tf32 = torch.backends.cuda.matmul.allow_tf32
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device)
@@ -58,6 +66,8 @@ def available_kernels(
         if row["device"] != device.type or row["min_sm"] > sm:
             continue
         if dtype is not None and _DTYPE_NAMES.get(dtype) not in row["dtypes"]:
+            continue
+        if dtype == torch.float32 and row["tf32"] and not allow_tf32:
             continue
         names.append(row["name"])
     return names
@@ -174,6 +184,12 @@ def _check_kernel_name(op: str, kernel: str, device: torch.device, dtype: torch.
             f"kernels for {device.type} that do: "
             + ", ".join(["auto"] + [r["name"] for r in _kernel_rows()
                                     if r["device"] == device.type and _DTYPE_NAMES[dtype] in r["dtypes"]])
+        )
+    if dtype == torch.float32 and here[0]["tf32"] and not torch.backends.cuda.matmul.allow_tf32:
+        raise RuntimeError(
+            f"{op}: kernel '{kernel}' multiplies float32 in TF32, which torch does not allow now; allow it with "
+            "torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')), "
+            "or pick a CUDA-core kernel"
         )
 
 

@@ -1,10 +1,11 @@
 // Copies an operand that TMA cannot address (a stride that is not a multiple of 16 bytes, a
-// misaligned base, no unit stride) into a dense workspace whose rows are padded to 16 bytes, so
-// that the tensor-core rung reads it like any aligned operand. Keeps the operand's major order:
-// the dimension with the smaller stride stays innermost, so reads and writes are both coalesced.
+// misaligned base, no unit stride), or one in a major order the kernel cannot read (tf32 wgmma
+// reads K-major tiles only), into a dense workspace whose rows are padded to 16 bytes, so that
+// the tensor-core rung reads it like any aligned operand.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/grid.cuh"
 
@@ -16,10 +17,28 @@ struct RepackView {
   int64_t batch, outer, inner;
   int64_t stride_batch, stride_outer, stride_inner;
   void* dst;
-  int64_t ld;  // padded inner extent of dst rows
+  int64_t ld;         // padded inner extent of dst rows
+  bool round_tf32;    // float32 copied rounded to tf32 (nearest), as the tf32 kernel reads it
 };
 
-// Grid-stride over every element; consecutive threads take consecutive inner indices.
+// One element as the workspace stores it: unchanged, or a float32 rounded to tf32 (the low 13
+// mantissa bits cleared by round-to-nearest rather than by the tensor cores' truncation).
+template <typename T>
+__device__ __forceinline__ T repacked(T x, bool round_tf32) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same_v<T, float>) {
+    if (round_tf32) {
+      uint32_t r;
+      asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+      return __uint_as_float(r);
+    }
+  }
+#endif
+  return x;
+}
+
+// Keeps the major order (the source's inner stride is the smaller): grid-stride over every
+// element, consecutive threads on consecutive inner indices, so reads and writes are coalesced.
 template <typename T>
 __global__ void repack_operand_kernel(RepackView v) {
   const int64_t total = v.batch * v.outer * v.inner;
@@ -31,7 +50,45 @@ __global__ void repack_operand_kernel(RepackView v) {
     const int64_t row = e / v.inner;  // z·outer + o
     const int64_t o = row % v.outer;
     const int64_t z = row / v.outer;
-    dst[row * v.ld + i] = src[z * v.stride_batch + o * v.stride_outer + i * v.stride_inner];
+    dst[row * v.ld + i] =
+        repacked(src[z * v.stride_batch + o * v.stride_outer + i * v.stride_inner], v.round_tf32);
+  }
+}
+
+// Changes the major order (the source's outer stride is the smaller): 32×32 tiles through shared
+// memory, read along the source's outer index and written along the destination's inner one, so
+// both sides stay coalesced. Grid-stride over tiles; blocks of (kTransposeTile, kTransposeRows).
+constexpr int kTransposeTile = 32;
+constexpr int kTransposeRows = 8;
+
+template <typename T>
+__global__ void transpose_operand_kernel(RepackView v) {
+  __shared__ T tile[kTransposeTile][kTransposeTile + 1];  // +1: columns fall in distinct banks
+  const T* src = static_cast<const T*>(v.src);
+  T* dst = static_cast<T*>(v.dst);
+  const int64_t tiles_o = (v.outer + kTransposeTile - 1) / kTransposeTile;
+  const int64_t tiles_i = (v.inner + kTransposeTile - 1) / kTransposeTile;
+  const int64_t tiles = v.batch * tiles_o * tiles_i;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t o0 = t % tiles_o * kTransposeTile;
+    const int64_t i0 = t / tiles_o % tiles_i * kTransposeTile;
+    const int64_t z = t / (tiles_o * tiles_i);
+    __syncthreads();  // the previous tile's reads of `tile` are done
+#pragma unroll
+    for (int r = threadIdx.y; r < kTransposeTile; r += kTransposeRows) {
+      const int64_t o = o0 + threadIdx.x, i = i0 + r;
+      if (o < v.outer && i < v.inner) {
+        tile[r][threadIdx.x] = src[z * v.stride_batch + o * v.stride_outer + i * v.stride_inner];
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = threadIdx.y; r < kTransposeTile; r += kTransposeRows) {
+      const int64_t o = o0 + r, i = i0 + threadIdx.x;
+      if (o < v.outer && i < v.inner) {
+        dst[(z * v.outer + o) * v.ld + i] = repacked(tile[threadIdx.x][r], v.round_tf32);
+      }
+    }
   }
 }
 

@@ -1,13 +1,15 @@
-// Rung 7, wgmma_sm90: Hopper's warpgroup MMA fed by the tensor-memory accelerator, for bf16/fp16.
-// Measured on an H200: 674 TFLOP/s at 4096³ bf16 NN (torch.mm in the same run 700, 0.96).
+// Rung 7, wgmma_sm90: Hopper's warpgroup MMA fed by the tensor-memory accelerator, for bf16/fp16
+// and for fp32 as tf32. Measured on an H200: 726 TFLOP/s at 4096³ bf16 NN (torch.mm 729, 1.00).
 //
 // Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
 // memory, completing on mbarriers, so no thread computes an address or a bounds test in the main
 // loop (TMA zero-fills outside the matrix); two consumer warpgroups each issue one
-// wgmma.m64n256k16 per 16 of K, reading both operands straight from shared memory, with the
-// accumulators (128 floats a thread) in registers that setmaxnreg moves from producer to
-// consumers. The grid is persistent (one block per SM walking the tiles in L2-friendly groups),
-// so the producer fills the next tile's stages while the consumers store the last one.
+// wgmma.m64n256 per 32 bytes of K, reading both operands straight from shared memory (tf32: A
+// through registers, to be rounded to nearest), with the accumulators (128 floats a thread) in
+// registers that setmaxnreg moves from producer to consumers. Pairs of blocks form a cluster and
+// share B through TMA multicast. The grid is persistent (one block per SM walking the tiles in
+// L2-friendly groups), and C leaves through shared memory by TMA stores that run on while the
+// consumers start the next tile.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a type only: the driver is reached through the runtime)
@@ -29,18 +31,23 @@
 
 namespace torch_gemm {
 
+// The tile and pipeline for operand type T (bf16/fp16, or fp32 read as tf32) and kStages k-tiles in
+// flight. Every size is in bytes of 128-byte swizzled rows, so the 16-bit and tf32 kernels share
+// one shape: a k-tile is one 128-byte row of K (64 or 32 elements), a wgmma reads 32 bytes of it.
+template <typename T, int kStagesT>
 struct WgmmaConfig {
-  static constexpr int kElementBytes = 2;          // bf16 / fp16
+  static constexpr bool kTf32 = std::is_same_v<T, float>;
+  static constexpr int kElementBytes = sizeof(T);
   static constexpr int kSwizzleBytes = 128;        // TMA and wgmma's widest swizzle: conflict-free
-  static constexpr int kBlockK = kSwizzleBytes / kElementBytes;  // 64: one swizzled row of K
+  static constexpr int kBlockK = kSwizzleBytes / kElementBytes;  // 64 (16-bit) or 32 (tf32)
   static constexpr int kMmaM = 64;                 // wgmma's M per warpgroup
-  static constexpr int kMmaN = 256;                // wgmma's largest N: B read once per 16 of K
-  static constexpr int kMmaK = 16;                 // K per wgmma for 16-bit operands
+  static constexpr int kMmaN = 256;                // wgmma's largest N: B read once per k-step
+  static constexpr int kMmaK = 32 / kElementBytes; // K per wgmma: 16 (16-bit) or 8 (tf32)
   static constexpr int kConsumers = 2;             // consumer warpgroups, one 64-row half each
   static constexpr int kBlockM = kConsumers * kMmaM;  // 128 rows of C per tile
   static constexpr int kBlockN = kMmaN;               // 256 columns of C per tile
   static_assert(kBlockM == kWgmmaBlockM && kBlockN == kWgmmaBlockN, "launch.h tells auto the tile");
-  static constexpr int kStages = 4;                // k-tiles in flight: 4 × 48 KB of 227 KB
+  static constexpr int kStages = kStagesT;         // k-tiles in flight, 48 KB each
   static constexpr int kWarpgroupThreads = 128;
   static constexpr int kThreads = (kConsumers + 1) * kWarpgroupThreads;  // + the producer's
   // setmaxnreg: the producer needs a handful of registers, each consumer 128 accumulators plus
@@ -48,28 +55,46 @@ struct WgmmaConfig {
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
   static constexpr int kGroupM = 8;                // tile rows per rasterization group (L2 reuse)
-  // An MN-major operand is copied as boxes of (kBlockK rows of K) × (kMNBox along M or N): one
-  // 128-byte swizzled row holds 64 elements of M or N.
+  // An MN-major operand (16-bit only: tf32 wgmma reads K-major tiles) is copied as boxes of
+  // (kBlockK rows of K) × (kMNBox along M or N): one 128-byte swizzled row of M or N.
   static constexpr int kMNBox = kSwizzleBytes / kElementBytes;
   static constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes;  // 8 rows: the swizzle's period
   static constexpr int kStageBytesA = kBlockM * kBlockK * kElementBytes;  // 16 KB
   static constexpr int kStageBytesB = kBlockN * kBlockK * kElementBytes;  // 32 KB
   static constexpr int kMNBoxBytes = kMNBox * kBlockK * kElementBytes;    // 8 KB
-  // Stages first (each 1024-byte aligned, the swizzle atom), then the 2·kStages mbarriers; plus
-  // slack to align the dynamic shared memory base up to 1024.
+  // The epilogue: C leaves through shared memory in boxes of 64 rows × 128 bytes, swizzled like
+  // the operands (so the fragment stores are conflict-free), each written out by one TMA store
+  // that runs while the consumers go on to the next tile. Each consumer cycles through
+  // kEpilogueBoxes such buffers: as many as fit beside the stages, at most a whole 64×256 tile.
+  static constexpr int kBoxCols = kSwizzleBytes / kElementBytes;  // 64 (16-bit) or 32 (fp32)
+  static constexpr int kBoxesPerTile = kBlockN / kBoxCols;        // per consumer: 4 or 8
+  static constexpr int kBoxBytes = kMmaM * kSwizzleBytes;         // 8 KB
+  static constexpr int kSmemLimit = 227 * 1024;  // sm_90's dynamic shared memory per block
+  static constexpr int kPipelineBytes = kStages * (kStageBytesA + kStageBytesB);
   static constexpr int kBarrierBytes = 2 * kStages * 8;
+  static constexpr int kFreeBoxes =
+      (kSmemLimit - kPipelineBytes - kBarrierBytes - kSwizzleAtomBytes) / (kConsumers * kBoxBytes);
+  static constexpr int kEpilogueBoxes = kFreeBoxes < kBoxesPerTile ? kFreeBoxes : kBoxesPerTile;
+  // Stages, then the epilogue boxes (each 1024-byte aligned, the swizzle atom), then the
+  // 2·kStages mbarriers; plus slack to align the dynamic shared memory base up to 1024.
+  static constexpr int kEpilogueBytes = kConsumers * kEpilogueBoxes * kBoxBytes;
   static constexpr int kSmemBytes =
-      kStages * (kStageBytesA + kStageBytesB) + kBarrierBytes + kSwizzleAtomBytes;
+      kPipelineBytes + kEpilogueBytes + kBarrierBytes + kSwizzleAtomBytes;
 
+  static_assert(kEpilogueBoxes >= 1, "the stages leave room for one epilogue box per consumer");
+  static_assert(kSmemBytes <= kSmemLimit, "fits sm_90's shared memory");
   static_assert(kBlockM % kMNBox == 0 && kBlockN % kMNBox == 0,
                 "MN-major tiles are whole 64-element boxes");
-  static_assert(kMmaM == kMNBox, "a consumer's 64 rows of an M-major A are exactly one box");
   static_assert(kBlockK % kMmaK == 0, "a k-tile is whole wgmma steps");
-  static_assert(kStageBytesA % kSwizzleAtomBytes == 0 && kStageBytesB % kSwizzleAtomBytes == 0,
-                "every stage starts on a swizzle atom");
+  static_assert(kStageBytesA % kSwizzleAtomBytes == 0 && kStageBytesB % kSwizzleAtomBytes == 0 &&
+                    kBoxBytes % kSwizzleAtomBytes == 0,
+                "every stage and box starts on a swizzle atom");
   static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kConsumers * kWarpgroupThreads
                     <= 65536, "setmaxnreg cannot hand out more registers than the SM has");
 };
+
+// The default pipeline: 4 stages (192 KB) leave room for two 8 KB epilogue boxes per consumer.
+constexpr int kWgmmaStages = 4;
 
 // What the kernel needs besides the two tensor maps: the output, the bias, the tile walk.
 struct WgmmaParams {
@@ -79,6 +104,8 @@ struct WgmmaParams {
   int64_t c_stride_m, c_stride_n, c_stride_batch;
   const void* bias;  // (N), or null
   int64_t bias_stride;
+  bool tma_store;    // C is TMA-addressable (unit column stride, 16-byte aligned rows): the
+                     // epilogue goes through shared memory; else straight from registers
 };
 
 namespace sm90 {
@@ -122,12 +149,15 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
 }
 
 // Arrives on the barrier at the same shared-memory offset in CTA `rank` of this block's cluster.
+// Default (CTA-scope) semantics: what the arrival orders, this warpgroup's wgmma reads of the
+// stage, is already complete (wgmma.wait_group), and a .release.cluster arrival compiles to a
+// MEMBAR.ALL.GPU before it, which stalled every k-tile (422 against 674 TFLOP/s at 4096³).
 __device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t* bar, uint32_t rank) {
   asm volatile(
       "{\n"
       ".reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
       "}\n" ::"r"(smem_u32(bar)),
       "r"(rank)
       : "memory");
@@ -167,6 +197,51 @@ __device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap*
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "h"(mask), "r"(c0), "r"(c1),
       "r"(c2)
       : "memory");
+}
+
+// ---- TMA stores of C: one box from shared memory into the 3-D map (n, m, batch), clipped at the
+// matrix edges; grouped per thread, so only the thread that issued them waits on them.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1,
+                                          int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(smem_u32(src)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+// Waits until at most kPending of this thread's store groups still read shared memory.
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
+}
+
+// Waits until this thread's store groups have completed (their writes done).
+__device__ __forceinline__ void bulk_wait_all() {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+// Makes this thread's ordinary shared-memory stores visible to the TMA unit (the async proxy).
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// A barrier among the 128 threads of one consumer warpgroup (ids 1, 2; 0 is __syncthreads).
+__device__ __forceinline__ void warpgroup_sync(int consumer) {
+  asm volatile("bar.sync %0, 128;" ::"r"(consumer + 1) : "memory");
+}
+
+// Four 8×8 16-bit matrices from the accumulator layout (lane l: row l/4, columns 2(l%4) and the
+// next) to the rows whose addresses lanes 8i..8i+7 give for matrix i.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                                            uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
 }
 
 // ---- wgmma. A shared-memory matrix descriptor: start address, leading and stride byte offsets
@@ -219,16 +294,18 @@ __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
 }
 
-// The instruction for one operand type (its PTX name): the accumulators in d, the descriptors,
-// the transposes and `accumulate` of wgmma_m64n256k16 below.
-#define TORCH_GEMM_WGMMA_M64N256K16(TYPE) \
+// One wgmma of shape m64n256 ("m64n256k16.f32.bf16.bf16"): the accumulators d are %0..%127, the
+// inputs (__VA_ARGS__) follow from %128; ACCUMULATE names the input holding `accumulate` and
+// OPERANDS is the text after the accumulators (A's descriptor or registers, B's descriptor, the
+// scales and, for 16-bit operands, the transposes).
+#define TORCH_GEMM_WGMMA_M64N256(SHAPE_TYPES, ACCUMULATE, OPERANDS, ...) \
   asm volatile( \
       "{\n" \
       ".reg .pred accumulate;\n" \
-      "setp.ne.b32 accumulate, %132, 0;\n" \
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " " \
+      "setp.ne.b32 accumulate, " ACCUMULATE ", 0;\n" \
+      "wgmma.mma_async.sync.aligned." SHAPE_TYPES " " \
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, " \
-      "%128, %129, accumulate, 1, 1, %130, %131;\n" \
+      OPERANDS ";\n" \
       "}\n" \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
@@ -246,74 +323,114 @@ __device__ __forceinline__ void setmaxnreg_inc() {
       "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
       "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
       "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
-      : "l"(desc_a), "l"(desc_b), "n"(kTransA), "n"(kTransB), "r"(accumulate))
+      : __VA_ARGS__)
 
-// D (64×256, fp32, in registers) = A (64×16, smem) · B (16×256, smem) + (accumulate ? D : 0) for
-// one warpgroup, asynchronously (wgmma_commit / wgmma_wait). kTransA/kTransB: 1 where the
-// operand's shared tile is MN-major (wgmma transposes it on read).
+// D (64×256, fp32, in registers) = A (64×kMmaK, smem) · B (kMmaK×256, smem) + (accumulate ? D : 0)
+// for one warpgroup, asynchronously (wgmma_commit / wgmma_wait). kTransA/kTransB: 1 where the
+// operand's shared tile is MN-major (wgmma transposes it on read; 16-bit only).
 template <typename T, int kTransA, int kTransB>
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
-                                                 int accumulate) {
+__device__ __forceinline__ void wgmma_m64n256(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                              int accumulate) {
   static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "16-bit operands");
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    TORCH_GEMM_WGMMA_M64N256K16("bf16");
+    TORCH_GEMM_WGMMA_M64N256("m64n256k16.f32.bf16.bf16", "%132",
+                             "%128, %129, accumulate, 1, 1, %130, %131", "l"(desc_a), "l"(desc_b),
+                             "n"(kTransA), "n"(kTransB), "r"(accumulate));
   } else {
-    TORCH_GEMM_WGMMA_M64N256K16("f16");
+    TORCH_GEMM_WGMMA_M64N256("m64n256k16.f32.f16.f16", "%132",
+                             "%128, %129, accumulate, 1, 1, %130, %131", "l"(desc_a), "l"(desc_b),
+                             "n"(kTransA), "n"(kTransB), "r"(accumulate));
   }
 }
 
-#undef TORCH_GEMM_WGMMA_M64N256K16
+// The tf32 form, A from registers: D (64×256) = A (64×8, this warpgroup's fragment a, already
+// rounded to tf32) · B (8×256, K-major smem) + (accumulate ? D : 0). Thread t of warp w holds
+// A's rows 16w + t/4 (a[0], a[2]) and 16w + t/4 + 8 (a[1], a[3]), columns t%4 (a[0], a[1]) and
+// t%4 + 4 (a[2], a[3]): mma.m16n8k8's A fragment, one per warp.
+__device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], const uint32_t (&a)[4],
+                                                     uint64_t desc_b, int accumulate) {
+  TORCH_GEMM_WGMMA_M64N256("m64n256k8.f32.tf32.tf32", "%133",
+                           "{%128, %129, %130, %131}, %132, accumulate, 1, 1", "r"(a[0]),
+                           "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
+// fp32 → tf32, rounded to nearest (ties away), as cuBLAS rounds: the tensor cores themselves
+// would drop the low 13 bits, a truncation whose bias doubles the error of a long dot product.
+__device__ __forceinline__ uint32_t round_to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+#undef TORCH_GEMM_WGMMA_M64N256
 
 #endif  // TORCH_GEMM_SM90A_DEVICE
 
 // (z, m0, n0) of this block's tile in turn t of the persistent walk. Clusters of kClusterM
 // blocks take kClusterM vertically adjacent tiles (one tile column: they share B), rank r the
 // r-th; the cluster-tiles are walked batch element first, then in L2-friendly groups.
-template <int kClusterM>
+template <typename Config, int kClusterM>
 __device__ __forceinline__ void tile_origin(const WgmmaParams& p, int t, uint32_t rank, int* z,
                                             int* m0, int* n0) {
   const int cluster_rows = (p.tiles_m + kClusterM - 1) / kClusterM;
   const int cluster_tiles = cluster_rows * p.tiles_n;
   *z = t / cluster_tiles;
   int64_t row, col;
-  grouped_tile<WgmmaConfig::kGroupM / kClusterM>(t % cluster_tiles, cluster_rows, p.tiles_n, &row,
-                                                 &col);
-  *m0 = (static_cast<int>(row) * kClusterM + static_cast<int>(rank)) * WgmmaConfig::kBlockM;
-  *n0 = static_cast<int>(col) * WgmmaConfig::kBlockN;
+  grouped_tile<Config::kGroupM / kClusterM>(t % cluster_tiles, cluster_rows, p.tiles_n, &row, &col);
+  *m0 = (static_cast<int>(row) * kClusterM + static_cast<int>(rank)) * Config::kBlockM;
+  *n0 = static_cast<int>(col) * Config::kBlockN;
 }
 
-// Writes one consumer's 64×256 accumulators (+ bias) to C, edges masked. The wgmma accumulator
-// layout: warp w of the warpgroup holds rows 16w..16w+15; for each 8 columns j, lane l holds
-// rows l/4 and l/4 + 8, columns 8j + 2(l%4) and the one after (d[4j .. 4j+3]).
+#ifdef TORCH_GEMM_SM90A_DEVICE
+
+// The accumulator layout of wgmma: warp w of the warpgroup holds rows 16w..16w+15; for each 8
+// columns j, lane l holds rows l/4 and l/4 + 8, columns 8j + 2(l%4) and the one after:
+// d[4j], d[4j+1] in the upper row, d[4j+2], d[4j+3] in the lower.
+
+// v (+ bias[n], the column's bias, where there is one), in fp32.
 template <typename T>
+__device__ __forceinline__ float biased(const WgmmaParams& p, float v, int n) {
+  if (p.bias == nullptr || n >= p.N) return v;
+  return v + to_acc<float>(static_cast<const T*>(p.bias)[n * p.bias_stride]);
+}
+
+// Two fp32 values rounded to T and packed into 32 bits, the first in the low half.
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+  using Pair = std::conditional_t<std::is_same_v<T, __nv_bfloat16>, __nv_bfloat162, __half2>;
+  Pair pair;
+  pair.x = from_acc<T>(lo);
+  pair.y = from_acc<T>(hi);
+  return *reinterpret_cast<uint32_t*>(&pair);
+}
+
+// Writes one consumer's 64×256 accumulators (+ bias) to C straight from registers, edges masked:
+// the path for a C that TMA cannot address.
+template <typename Config, typename T>
 __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const float (&d)[128],
                                                    int z, int row0, int n0) {
-  using Pair = std::conditional_t<std::is_same_v<T, __nv_bfloat16>, __nv_bfloat162, __half2>;
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32 % 4;
   T* c = static_cast<T*>(p.c) + z * p.c_stride_batch;
-  const T* bias = static_cast<const T*>(p.bias);
-  // Two columns in one 32-bit store where C's rows are contiguous and 4-byte aligned.
+  // Two columns in one store where C's rows are contiguous and aligned for it.
   const bool pairs = p.c_stride_n == 1 && p.c_stride_m % 2 == 0 &&
-                     reinterpret_cast<uintptr_t>(c) % sizeof(Pair) == 0;
+                     reinterpret_cast<uintptr_t>(c) % (2 * sizeof(T)) == 0;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int m = row0 + warp * 16 + lane / 4 + half * 8;
     if (m >= p.M) continue;
     T* row = c + m * p.c_stride_m;
 #pragma unroll
-    for (int j = 0; j < WgmmaConfig::kMmaN / 8; ++j) {
+    for (int j = 0; j < Config::kMmaN / 8; ++j) {
       const int n = n0 + j * 8 + lane % 4 * 2;
-      float v0 = d[4 * j + 2 * half], v1 = d[4 * j + 2 * half + 1];
-      if (bias != nullptr) {
-        if (n < p.N) v0 += to_acc<float>(bias[n * p.bias_stride]);
-        if (n + 1 < p.N) v1 += to_acc<float>(bias[(n + 1) * p.bias_stride]);
-      }
+      const float v0 = biased<T>(p, d[4 * j + 2 * half], n);
+      const float v1 = biased<T>(p, d[4 * j + 2 * half + 1], n + 1);
       if (pairs && n + 1 < p.N) {
-        Pair out;
-        out.x = from_acc<T>(v0);
-        out.y = from_acc<T>(v1);
-        *reinterpret_cast<Pair*>(row + n) = out;
+        if constexpr (std::is_same_v<T, float>) {
+          *reinterpret_cast<float2*>(row + n) = make_float2(v0, v1);
+        } else {
+          *reinterpret_cast<uint32_t*>(row + n) = pack_pair<T>(v0, v1);
+        }
       } else {
         if (n < p.N) row[n * p.c_stride_n] = from_acc<T>(v0);
         if (n + 1 < p.N) row[(n + 1) * p.c_stride_n] = from_acc<T>(v1);
@@ -322,6 +439,82 @@ __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const f
   }
 }
 
+// Writes columns [kBoxCols·box, kBoxCols·(box+1)) of one consumer's accumulators (+ bias) into an
+// epilogue box: 64 rows of 128 bytes, 16-byte chunk c of row r stored at chunk c ^ (r % 8) (the
+// 128-byte swizzle the TMA store undoes). 16-bit: stmatrix, 16 columns × 16 rows per instruction;
+// fp32: one 8-byte store per row and column pair.
+template <typename Config, typename T>
+__device__ __forceinline__ void fill_box(const WgmmaParams& p, const float (&d)[128], int box,
+                                         int n0, uint32_t box_addr) {
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32 % 4;
+  if constexpr (std::is_same_v<T, float>) {
+    const int q = lane % 4;
+#pragma unroll
+    for (int jj = 0; jj < Config::kBoxCols / 8; ++jj) {
+      const int j = box * (Config::kBoxCols / 8) + jj;  // 8-column block of the 256
+      const int n = n0 + j * 8 + 2 * q;
+      const uint32_t chunk = 2 * jj + q / 2;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const uint32_t row = warp * 16 + half * 8 + lane / 4;
+        const uint32_t addr =
+            box_addr + row * Config::kSwizzleBytes + ((chunk ^ (row % 8)) << 4) + (q % 2) * 8;
+        const float v0 = biased<T>(p, d[4 * j + 2 * half], n);
+        const float v1 = biased<T>(p, d[4 * j + 2 * half + 1], n + 1);
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1) : "memory");
+      }
+    }
+  } else {
+    // Matrix i of an x4: rows 8(i%2).. of the warp's 16, 8-column block i/2 of the 16 columns.
+    const int i = lane / 8, r = lane % 8;
+    const uint32_t row = warp * 16 + (i % 2) * 8 + r;
+    const int q = lane % 4;
+#pragma unroll
+    for (int jj = 0; jj < Config::kBoxCols / 16; ++jj) {
+      const int j = box * (Config::kBoxCols / 8) + 2 * jj;  // first of the two 8-column blocks
+      const int n = n0 + j * 8 + 2 * q;
+      const uint32_t chunk = 2 * jj + i / 2;
+      const uint32_t addr = box_addr + row * Config::kSwizzleBytes + ((chunk ^ r) << 4);
+      stmatrix_x4(addr,
+                  pack_pair<T>(biased<T>(p, d[4 * j + 0], n), biased<T>(p, d[4 * j + 1], n + 1)),
+                  pack_pair<T>(biased<T>(p, d[4 * j + 2], n), biased<T>(p, d[4 * j + 3], n + 1)),
+                  pack_pair<T>(biased<T>(p, d[4 * j + 4], n + 8),
+                               biased<T>(p, d[4 * j + 5], n + 9)),
+                  pack_pair<T>(biased<T>(p, d[4 * j + 6], n + 8),
+                               biased<T>(p, d[4 * j + 7], n + 9)));
+    }
+  }
+}
+
+// One consumer's 64×256 tile through its ring of epilogue boxes and out by TMA stores. A box is
+// refilled only once the store issued from it kEpilogueBoxes boxes ago has read it; the stores of
+// the last boxes run on while the consumer starts the next tile. `boxes_used` counts boxes across
+// tiles, so the ring carries on where the last tile left it.
+template <typename Config, typename T>
+__device__ __forceinline__ void store_tile_tma(const CUtensorMap* map_c, const WgmmaParams& p,
+                                               const float (&d)[128], uint32_t ring_addr,
+                                               const void* ring, int consumer, bool leader, int z,
+                                               int row0, int n0, uint32_t* boxes_used) {
+#pragma unroll
+  for (int box = 0; box < Config::kBoxesPerTile; ++box) {
+    const uint32_t slot = *boxes_used % Config::kEpilogueBoxes;
+    ++*boxes_used;
+    if (leader) bulk_wait_read<Config::kEpilogueBoxes - 1>();
+    warpgroup_sync(consumer);  // the slot's previous store has read it
+    fill_box<Config, T>(p, d, box, n0, ring_addr + slot * Config::kBoxBytes);
+    fence_proxy_async();
+    warpgroup_sync(consumer);  // the whole box is written, and visible to the TMA unit
+    if (leader) {
+      tma_store(map_c, static_cast<const unsigned char*>(ring) + slot * Config::kBoxBytes,
+                n0 + box * Config::kBoxCols, row0, z);
+      bulk_commit();
+    }
+  }
+}
+
+#endif  // TORCH_GEMM_SM90A_DEVICE
+
 }  // namespace sm90
 
 // kKMajorA / kKMajorB: whether A (M, K) and B (K, N) are K-major in memory (stride 1 along K),
@@ -329,17 +522,19 @@ __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const f
 // kClusterM: blocks per cluster, each computing one of kClusterM tiles stacked along M. They
 // share B: each block's producer copies 1/kClusterM of it and multicasts it to all of them, so
 // B crosses L2 → SM once per cluster instead of once per block.
-template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM>
-__global__ void __launch_bounds__(WgmmaConfig::kThreads, 1)
+template <typename T, int kStages, bool kKMajorA, bool kKMajorB, int kClusterM>
+__global__ void __launch_bounds__(WgmmaConfig<T, kStages>::kThreads, 1)
 gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
-                       const __grid_constant__ CUtensorMap map_b, const WgmmaParams p) {
+                       const __grid_constant__ CUtensorMap map_b,
+                       const __grid_constant__ CUtensorMap map_c, const WgmmaParams p) {
 #ifdef TORCH_GEMM_SM90A_DEVICE
-  using Config = WgmmaConfig;
+  using Config = WgmmaConfig<T, kStages>;
   using namespace sm90;
-  constexpr int kStages = Config::kStages, kBlockK = Config::kBlockK;
+  constexpr int kBlockK = Config::kBlockK;
   static_assert(kClusterM == 1 || kClusterM == 2, "one block, or a pair sharing B");
   static_assert(Config::kBlockN / kClusterM % Config::kMNBox == 0,
                 "each block multicasts whole 64-element boxes of an N-major B");
+  static_assert(!Config::kTf32 || (kKMajorA && kKMajorB), "tf32 wgmma reads K-major tiles only");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes and the descriptors assume atoms start there.
@@ -348,7 +543,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       ~static_cast<uintptr_t>(Config::kSwizzleAtomBytes - 1));
   unsigned char* sA = smem;                                            // (kStages, 16 KB)
   unsigned char* sB = smem + kStages * Config::kStageBytesA;           // (kStages, 32 KB)
-  uint64_t* full = reinterpret_cast<uint64_t*>(sB + kStages * Config::kStageBytesB);
+  unsigned char* sC = sB + kStages * Config::kStageBytesB;  // (consumer, kEpilogueBoxes, 8 KB)
+  uint64_t* full = reinterpret_cast<uint64_t*>(sC + Config::kEpilogueBytes);
   uint64_t* empty = full + kStages;
 
   const int warpgroup = threadIdx.x / Config::kWarpgroupThreads;
@@ -386,7 +582,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       uint32_t phase = 0;
       for (int t = first_turn; t < turns; t += turn_step) {
         int z, m0, n0;
-        tile_origin<kClusterM>(p, t, rank, &z, &m0, &n0);
+        tile_origin<Config, kClusterM>(p, t, rank, &z, &m0, &n0);
         for (int kt = 0; kt < k_tiles; ++kt) {
           // Every consumer this stage's copies reach is done with it.
           mbarrier_wait(&empty[stage], phase ^ 1);
@@ -395,7 +591,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
           unsigned char* b = sB + stage * Config::kStageBytesB;
           const int k0 = kt * kBlockK;
           if constexpr (kKMajorA) {
-            tma_load(a, &map_a, &full[stage], k0, m0, z);  // (kBlockM rows, 64 K)
+            tma_load(a, &map_a, &full[stage], k0, m0, z);  // (kBlockM rows, one row of K)
           } else {
 #pragma unroll
             for (int j = 0; j < Config::kBlockM / Config::kMNBox; ++j) {  // (64 K rows, 64 M) each
@@ -404,7 +600,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
             }
           }
           if constexpr (kKMajorB) {
-            // (kSliceN rows, 64 K): rows slice .. slice + kSliceN of the (kBlockN, 64) tile.
+            // (kSliceN rows, one row of K): rows slice .. slice + kSliceN of the (kBlockN, K) tile.
             unsigned char* dst = b + slice * Config::kSwizzleBytes;
             if constexpr (kClusterM > 1) {
               tma_load_multicast(dst, &map_b, &full[stage], kClusterMask, k0, n0 + slice, z);
@@ -433,9 +629,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     // Consumers: warpgroup 1 computes rows 0..63 of each tile, warpgroup 2 rows 64..127.
     setmaxnreg_inc<Config::kConsumerRegs>();
     const int consumer = warpgroup - 1;
-    const bool signals = threadIdx.x % Config::kWarpgroupThreads == 0;
-    // Per k16 step: a K-major tile advances 32 bytes along its 128-byte rows, an MN-major one
-    // 16 rows of 128 bytes.
+    const bool leader = threadIdx.x % Config::kWarpgroupThreads == 0;
+    // Per wgmma: a K-major tile advances 32 bytes along its 128-byte rows, an MN-major one
+    // kMmaK rows of 128 bytes.
     constexpr uint32_t kStepA = kKMajorA ? Config::kMmaK * Config::kElementBytes
                                          : Config::kMmaK * Config::kSwizzleBytes;
     constexpr uint32_t kStepB = kKMajorB ? Config::kMmaK * Config::kElementBytes
@@ -446,12 +642,15 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     constexpr uint32_t kLeadingB = kKMajorB ? 16 : Config::kMNBoxBytes;
     const uint32_t consumer_offset_a =
         kKMajorA ? consumer * Config::kMmaM * Config::kSwizzleBytes : consumer * Config::kMNBoxBytes;
+    const unsigned char* ring = sC + consumer * Config::kEpilogueBoxes * Config::kBoxBytes;
+    const uint32_t ring_addr = smem_u32(ring);
+    uint32_t boxes_used = 0;
     float d[128];
     int stage = 0;
     uint32_t phase = 0;
     // Hands a stage back to every block whose producer writes into it.
     const auto release = [&](int released) {
-      if (!signals) return;
+      if (!leader) return;
       if constexpr (kClusterM > 1) {
 #pragma unroll
         for (uint32_t r = 0; r < kClusterM; ++r) mbarrier_arrive_cluster(&empty[released], r);
@@ -461,38 +660,83 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     };
     for (int t = first_turn; t < turns; t += turn_step) {
       int z, m0, n0;
-      tile_origin<kClusterM>(p, t, rank, &z, &m0, &n0);
+      tile_origin<Config, kClusterM>(p, t, rank, &z, &m0, &n0);
 #pragma unroll
       for (int i = 0; i < 128; ++i) d[i] = 0.0f;
       int previous = -1;
       for (int kt = 0; kt < k_tiles; ++kt) {
         mbarrier_wait(&full[stage], phase);
-        fence_accumulators(d);
-        wgmma_fence();
         const unsigned char* a = sA + stage * Config::kStageBytesA + consumer_offset_a;
         const unsigned char* b = sB + stage * Config::kStageBytesB;
+        if constexpr (Config::kTf32) {
+          // A passes through registers to be rounded to tf32 (B, K-major in shared memory, is
+          // read as the tensor cores find it, or was rounded where it was repacked). Every
+          // fragment of the k-tile is loaded before the first wgmma reads any, and the wgmmas are
+          // waited for before the next k-tile's loads may reuse their registers.
+          uint32_t frag[kBlockK / Config::kMmaK][4];
+          const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
+          const uint32_t row = warp * 16 + lane / 4;  // its 8-row group's swizzle phase: lane / 4
+          const uint32_t a_addr = smem_u32(a) + row * Config::kSwizzleBytes + lane % 4 * 4;
 #pragma unroll
-        for (int kk = 0; kk < kBlockK / Config::kMmaK; ++kk) {
-          const uint64_t desc_a =
-              smem_descriptor(a + kk * kStepA, kLeadingA, Config::kSwizzleAtomBytes);
-          const uint64_t desc_b =
-              smem_descriptor(b + kk * kStepB, kLeadingB, Config::kSwizzleAtomBytes);
-          wgmma_m64n256k16<T, kKMajorA ? 0 : 1, kKMajorB ? 0 : 1>(d, desc_a, desc_b, 1);
+          for (int kk = 0; kk < kBlockK / Config::kMmaK; ++kk) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const uint32_t chunk = 2 * kk + i / 2;  // 16-byte chunk of columns 8kk + 4(i/2)..
+              float x;
+              asm volatile("ld.shared.f32 %0, [%1];"
+                           : "=f"(x)
+                           : "r"(a_addr + (i % 2) * 8 * Config::kSwizzleBytes +
+                                 ((chunk ^ (lane / 4)) << 4))
+                           : "memory");
+              frag[kk][i] = round_to_tf32(x);
+            }
+          }
+          fence_accumulators(d);
+          wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < kBlockK / Config::kMmaK; ++kk) {
+            const uint64_t desc_b =
+                smem_descriptor(b + kk * kStepB, kLeadingB, Config::kSwizzleAtomBytes);
+            wgmma_m64n256k8_tf32(d, frag[kk], desc_b, 1);
+          }
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_accumulators(d);
+          release(stage);
+        } else {
+          fence_accumulators(d);
+          wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < kBlockK / Config::kMmaK; ++kk) {
+            const uint64_t desc_a =
+                smem_descriptor(a + kk * kStepA, kLeadingA, Config::kSwizzleAtomBytes);
+            const uint64_t desc_b =
+                smem_descriptor(b + kk * kStepB, kLeadingB, Config::kSwizzleAtomBytes);
+            wgmma_m64n256<T, kKMajorA ? 0 : 1, kKMajorB ? 0 : 1>(d, desc_a, desc_b, 1);
+          }
+          wgmma_commit();
+          // The previous k-tile's wgmmas have finished reading their stage: hand it back. This
+          // k-tile's stay in flight while the next stage is awaited.
+          wgmma_wait<1>();
+          fence_accumulators(d);
+          if (previous >= 0) release(previous);
+          previous = stage;
         }
-        wgmma_commit();
-        // The previous k-tile's wgmmas have finished reading their stage: hand it back. This
-        // k-tile's stay in flight while the next stage is awaited.
-        wgmma_wait<1>();
-        fence_accumulators(d);
-        if (previous >= 0) release(previous);
-        previous = stage;
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
       wgmma_wait<0>();
       fence_accumulators(d);
       if (previous >= 0) release(previous);
-      store_accumulators<T>(p, d, z, m0 + consumer * Config::kMmaM, n0);
+      const int row0 = m0 + consumer * Config::kMmaM;
+      if (p.tma_store) {
+        store_tile_tma<Config, T>(&map_c, p, d, ring_addr, ring, consumer, leader, z, row0, n0,
+                                  &boxes_used);
+      } else {
+        store_accumulators<Config, T>(p, d, z, row0, n0);
+      }
     }
+    // The shared memory the last stores read stays until they are done.
+    if (leader) bulk_wait_all();
   }
   // A block of a cluster stays until its peers no longer arrive on its barriers.
   if constexpr (kClusterM > 1) cluster_sync();

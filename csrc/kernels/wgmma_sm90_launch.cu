@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <type_traits>
 
 #include "kernels/launch.h"
 #include "kernels/repack.cuh"
@@ -13,7 +14,6 @@
 namespace torch_gemm {
 namespace {
 
-using Config = WgmmaConfig;
 constexpr int64_t kTmaAlignBytes = 16;       // TMA: base address and every stride
 constexpr int64_t kWorkspaceAlignBytes = 256;
 constexpr int kRepackThreads = 256;
@@ -34,31 +34,36 @@ struct OperandPlan {
 
 // Whether a stride that TMA multiplies by the element size is usable: positive and 16-byte
 // aligned. A dimension of extent <= 1 is never stepped along, so any stride serves.
-bool tma_stride_ok(int64_t stride, int64_t extent) {
-  return extent <= 1 || (stride > 0 && stride * Config::kElementBytes % kTmaAlignBytes == 0);
+bool tma_stride_ok(int64_t stride, int64_t extent, int64_t element_bytes) {
+  return extent <= 1 || (stride > 0 && stride * element_bytes % kTmaAlignBytes == 0);
 }
 
+bool tma_aligned(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % kTmaAlignBytes == 0; }
+
+// k_major_only: the kernel reads this operand only K-major (tf32), so an MN-major one is
+// transposed into the workspace.
 OperandPlan plan_operand(const void* ptr, int64_t X, int64_t K, int64_t batch, int64_t stride_x,
-                         int64_t stride_k, int64_t stride_batch) {
+                         int64_t stride_k, int64_t stride_batch, int64_t element_bytes,
+                         bool k_major_only) {
   OperandPlan plan{ptr, X, K, batch, stride_x, stride_k, stride_batch, true, false};
-  const bool aligned = reinterpret_cast<uintptr_t>(ptr) % kTmaAlignBytes == 0 &&
-                       tma_stride_ok(stride_batch, batch);
+  const bool aligned = tma_aligned(ptr) && tma_stride_ok(stride_batch, batch, element_bytes);
   const bool unit_k = stride_k == 1 || K <= 1;
   const bool unit_x = stride_x == 1 || X <= 1;
-  if (aligned && unit_k && tma_stride_ok(stride_x, X)) {
+  if (aligned && unit_k && tma_stride_ok(stride_x, X, element_bytes)) {
     plan.k_major = true;
-  } else if (aligned && unit_x && tma_stride_ok(stride_k, K)) {
+  } else if (aligned && unit_x && tma_stride_ok(stride_k, K, element_bytes) && !k_major_only) {
     plan.k_major = false;
   } else {
-    // Repacked dense, rows padded to 16 bytes, the smaller stride kept innermost.
+    // Repacked dense, rows padded to 16 bytes, the smaller stride kept innermost where the
+    // kernel reads either order.
     const auto key = [](int64_t extent, int64_t stride) {
       return extent > 1 ? (stride < 0 ? -stride : stride) : INT64_MAX;
     };
     plan.repack = true;
-    plan.k_major = key(K, stride_k) <= key(X, stride_x);
+    plan.k_major = k_major_only || key(K, stride_k) <= key(X, stride_x);
     const int64_t inner = plan.k_major ? K : X, outer = plan.k_major ? X : K;
-    const int64_t ld = round_up(std::max<int64_t>(inner, 1), kTmaAlignBytes / Config::kElementBytes);
-    plan.workspace_bytes = round_up(batch * outer * ld * Config::kElementBytes, kWorkspaceAlignBytes);
+    const int64_t ld = round_up(std::max<int64_t>(inner, 1), kTmaAlignBytes / element_bytes);
+    plan.workspace_bytes = round_up(batch * outer * ld * element_bytes, kWorkspaceAlignBytes);
     plan.stride_x = plan.k_major ? ld : 1;
     plan.stride_k = plan.k_major ? 1 : ld;
     plan.stride_batch = outer * ld;
@@ -71,12 +76,15 @@ struct WgmmaPlan {
   int64_t workspace_bytes;
 };
 
+// tf32 (fp32 operands) reads both tiles K-major; bf16/fp16 either order.
 WgmmaPlan plan_wgmma(const GemmParams& p) {
   const bool batched = p.batch > 1;
+  const int64_t element_bytes = dtype_size(p.dtype);
+  const bool k_major_only = p.dtype == DType::kFloat32;
   WgmmaPlan plan{plan_operand(p.a, p.M, p.K, p.batch, p.a_stride_m, p.a_stride_k,
-                              batched ? p.a_stride_batch : 0),
+                              batched ? p.a_stride_batch : 0, element_bytes, k_major_only),
                  plan_operand(p.b, p.N, p.K, p.batch, p.b_stride_n, p.b_stride_k,
-                              batched ? p.b_stride_batch : 0),
+                              batched ? p.b_stride_batch : 0, element_bytes, k_major_only),
                  0};
   plan.b.workspace_offset = plan.a.workspace_bytes;
   plan.workspace_bytes = plan.a.workspace_bytes + plan.b.workspace_bytes;
@@ -96,12 +104,24 @@ cudaError_t repack(OperandPlan* op, int64_t orig_stride_x, int64_t orig_stride_k
                   op->k_major ? orig_stride_x : orig_stride_k,
                   op->k_major ? orig_stride_k : orig_stride_x,
                   dst,
-                  op->k_major ? op->stride_x : op->stride_k};
+                  op->k_major ? op->stride_x : op->stride_k,
+                  std::is_same_v<T, float>};
   const int64_t total = view.batch * view.outer * view.inner;
   if (total > 0) {
-    const dim3 grid(static_cast<unsigned>(
-        std::min<int64_t>(ceil_div(total, kRepackThreads), kRepackMaxBlocks)));
-    repack_operand_kernel<T><<<grid, kRepackThreads, 0, stream>>>(view);
+    const auto magnitude = [](int64_t stride) { return stride < 0 ? -stride : stride; };
+    const bool transpose = view.inner > 1 && view.outer > 1 &&
+                           magnitude(view.stride_outer) < magnitude(view.stride_inner);
+    if (transpose) {
+      const int64_t tiles = view.batch * ceil_div(view.outer, kTransposeTile) *
+                            ceil_div(view.inner, kTransposeTile);
+      const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, kRepackMaxBlocks)));
+      transpose_operand_kernel<T>
+          <<<grid, dim3(kTransposeTile, kTransposeRows), 0, stream>>>(view);
+    } else {
+      const dim3 grid(static_cast<unsigned>(
+          std::min<int64_t>(ceil_div(total, kRepackThreads), kRepackMaxBlocks)));
+      repack_operand_kernel<T><<<grid, kRepackThreads, 0, stream>>>(view);
+    }
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
@@ -127,6 +147,7 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 // The 3-D tensor map of an operand: (K, X, batch) for a K-major one, copied in boxes of
 // (kBlockK, box_rows); (X, K, batch) for an MN-major one, in boxes of (kMNBox, kBlockK). Strides
 // of dimensions never stepped along (extent <= 1) are replaced by valid ones.
+template <typename Config>
 bool encode_operand_map(CUtensorMap* map, const OperandPlan& op, int box_rows,
                         CUtensorMapDataType type) {
   const auto encode = tensor_map_encoder();
@@ -152,12 +173,42 @@ bool encode_operand_map(CUtensorMap* map, const OperandPlan& op, int box_rows,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;  // NONE: zeros outside
 }
 
+// Whether the epilogue can hand C to TMA stores: unit column stride, base and row (and batch)
+// strides 16-byte aligned.
+bool tma_store_ok(const GemmParams& p) {
+  const int64_t e = dtype_size(p.dtype);
+  return tma_aligned(p.c) && (p.c_stride_n == 1 || p.N <= 1) &&
+         tma_stride_ok(p.c_stride_m, p.M, e) && tma_stride_ok(p.c_stride_batch, p.batch, e);
+}
+
+// The 3-D tensor map of C, (N, M, batch), stored in boxes of (kBoxCols, kMmaM): one epilogue box.
+template <typename Config>
+bool encode_output_map(CUtensorMap* map, const GemmParams& p, CUtensorMapDataType type) {
+  const auto encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const int64_t e = Config::kElementBytes;
+  int64_t row_stride = p.c_stride_m * e;
+  if (p.M <= 1) row_stride = round_up(p.N * e, kTmaAlignBytes);
+  int64_t batch_stride = p.c_stride_batch * e;
+  if (p.batch <= 1) batch_stride = round_up(p.M * row_stride, kTmaAlignBytes);
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.N), static_cast<cuuint64_t>(p.M),
+                              static_cast<cuuint64_t>(p.batch)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(row_stride),
+                                 static_cast<cuuint64_t>(batch_stride)};
+  const cuuint32_t box[3] = {Config::kBoxCols, Config::kMmaM, 1};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return encode(map, type, 3, p.c, dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 // The persistent grid: one block per SM, or as many clusters as fit at once, but never more
 // turns than there are tiles.
-template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM>
+template <typename T, int kStages, bool kKMajorA, bool kKMajorB, int kClusterM>
 cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
-                          const WgmmaParams& wp, cudaStream_t stream) {
-  const auto kernel = gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB, kClusterM>;
+                          const CUtensorMap& map_c, const WgmmaParams& wp, cudaStream_t stream) {
+  using Config = WgmmaConfig<T, kStages>;
+  const auto kernel = gemm_wgmma_sm90_kernel<T, kStages, kKMajorA, kKMajorB, kClusterM>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -183,36 +234,41 @@ cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
   if (err != cudaSuccess) return err;
   if (slots <= 0) return cudaErrorInvalidConfiguration;
   config.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(turns, slots) * kClusterM));
-  return cudaLaunchKernelEx(&config, kernel, map_a, map_b, wp);
+  return cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, wp);
 }
 
-// Whether pairs of blocks share B through TMA multicast (kClusterM = 2). Off unless
-// TORCH_GEMM_WGMMA_CLUSTER=2: on an H200 it measured 422 against 674 TFLOP/s unclustered at 4096³
-// bf16 (66 clusters resident, as many blocks), a loss not yet explained (benchmarks/NOTES.md);
-// the switch stays for that investigation.
-// Read once per process, not per launch.
-bool use_clusters() {
-  static const bool clusters = [] {
+// Whether pairs of blocks share B through TMA multicast (kClusterM = 2): on by default, where
+// there are two tile rows to pair (on an H200, bf16: 646 against 621 TFLOP/s at 8192³, 628
+// against 603 at 8192×4096×4096 TN, even at 4096³). TORCH_GEMM_WGMMA_CLUSTER=1 turns them off,
+// for comparison. Read once per process, not per launch.
+bool clusters_enabled() {
+  static const bool enabled = [] {
     const char* env = std::getenv("TORCH_GEMM_WGMMA_CLUSTER");
-    return env != nullptr && env[0] == '2';
+    return env == nullptr || env[0] != '1';
   }();
-  return clusters;
+  return enabled;
 }
 
 template <typename T, bool kKMajorA, bool kKMajorB>
 cudaError_t launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
-                          const WgmmaParams& wp, bool clusters, cudaStream_t stream) {
-  return clusters ? launch_kernel<T, kKMajorA, kKMajorB, 2>(map_a, map_b, wp, stream)
-                  : launch_kernel<T, kKMajorA, kKMajorB, 1>(map_a, map_b, wp, stream);
+                          const CUtensorMap& map_c, const WgmmaParams& wp, bool clusters,
+                          cudaStream_t stream) {
+  return clusters
+             ? launch_kernel<T, kWgmmaStages, kKMajorA, kKMajorB, 2>(map_a, map_b, map_c, wp, stream)
+             : launch_kernel<T, kWgmmaStages, kKMajorA, kKMajorB, 1>(map_a, map_b, map_c, wp, stream);
 }
+
+template <typename T> constexpr CUtensorMapDataType kTensorMapType = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+template <> constexpr CUtensorMapDataType kTensorMapType<__nv_bfloat16> = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+template <> constexpr CUtensorMapDataType kTensorMapType<__half> = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 
 template <typename T>
 struct WgmmaLauncher {
   static cudaError_t run(const GemmParams& p, cudaStream_t stream) {
-    constexpr bool kSixteenBit = std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>;
-    if constexpr (!kSixteenBit) {
-      return cudaErrorInvalidValue;  // bf16 / fp16 only
+    if constexpr (std::is_same_v<T, double>) {
+      return cudaErrorInvalidValue;  // bf16 / fp16, and fp32 read as tf32
     } else {
+      using Config = WgmmaConfig<T, kWgmmaStages>;
       if (p.M == 0 || p.N == 0 || p.batch == 0) return cudaSuccess;
       const int64_t tiles_m = ceil_div(p.M, Config::kBlockM), tiles_n = ceil_div(p.N, Config::kBlockN);
       if (p.M > INT_MAX || p.N > INT_MAX || p.K > INT_MAX || tiles_m * tiles_n * p.batch > INT_MAX) {
@@ -231,25 +287,32 @@ struct WgmmaLauncher {
                                           batched ? p.b_stride_batch : 0, p.workspace, stream);
         if (err != cudaSuccess) return err;
       }
-      const CUtensorMapDataType type = std::is_same_v<T, __nv_bfloat16>
-                                           ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
       // With clusters each block copies (and multicasts) half of B's rows.
-      const bool clusters = use_clusters();
-      CUtensorMap map_a, map_b;
-      if (!encode_operand_map(&map_a, plan.a, Config::kBlockM, type) ||
-          !encode_operand_map(&map_b, plan.b, Config::kBlockN / (clusters ? 2 : 1), type)) {
+      const bool clusters = clusters_enabled() && tiles_m >= 2;
+      const bool tma_store = tma_store_ok(p);
+      CUtensorMap map_a, map_b, map_c{};
+      if (!encode_operand_map<Config>(&map_a, plan.a, Config::kBlockM, kTensorMapType<T>) ||
+          !encode_operand_map<Config>(&map_b, plan.b, Config::kBlockN / (clusters ? 2 : 1),
+                                      kTensorMapType<T>) ||
+          (tma_store && !encode_output_map<Config>(&map_c, p, kTensorMapType<T>))) {
         return cudaErrorInvalidValue;
       }
       WgmmaParams wp{static_cast<int>(p.M), static_cast<int>(p.N), static_cast<int>(p.K),
                      static_cast<int>(p.batch), static_cast<int>(tiles_m), static_cast<int>(tiles_n),
-                     p.c, p.c_stride_m, p.c_stride_n, p.c_stride_batch, p.bias, p.bias_stride};
-      if (plan.a.k_major) {
-        return plan.b.k_major ? launch_layout<T, true, true>(map_a, map_b, wp, clusters, stream)
-                              : launch_layout<T, true, false>(map_a, map_b, wp, clusters, stream);
+                     p.c, p.c_stride_m, p.c_stride_n, p.c_stride_batch, p.bias, p.bias_stride,
+                     tma_store};
+      if constexpr (std::is_same_v<T, float>) {
+        return launch_layout<T, true, true>(map_a, map_b, map_c, wp, clusters, stream);
+      } else {
+        if (plan.a.k_major) {
+          return plan.b.k_major
+                     ? launch_layout<T, true, true>(map_a, map_b, map_c, wp, clusters, stream)
+                     : launch_layout<T, true, false>(map_a, map_b, map_c, wp, clusters, stream);
+        }
+        return plan.b.k_major
+                   ? launch_layout<T, false, true>(map_a, map_b, map_c, wp, clusters, stream)
+                   : launch_layout<T, false, false>(map_a, map_b, map_c, wp, clusters, stream);
       }
-      return plan.b.k_major ? launch_layout<T, false, true>(map_a, map_b, wp, clusters, stream)
-                            : launch_layout<T, false, false>(map_a, map_b, wp, clusters, stream);
     }
   }
 };
@@ -278,7 +341,7 @@ cudaError_t launch_gemm_wgmma_sm90(const GemmParams& params, cudaStream_t stream
 
 int64_t gemm_wgmma_sm90_workspace_bytes(const GemmParams& params) {
   if (params.M == 0 || params.N == 0 || params.batch == 0) return 0;
-  if (params.dtype != DType::kBFloat16 && params.dtype != DType::kFloat16) return 0;
+  if (params.dtype == DType::kFloat64) return 0;
   return plan_wgmma(params).workspace_bytes;
 }
 

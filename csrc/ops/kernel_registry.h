@@ -31,6 +31,9 @@ struct KernelEntry {
   const char* summary;
   // Bytes of scratch memory a call needs (GemmParams::workspace); null for kernels that need none.
   int64_t (*workspace_bytes)(const GemmParams&) = nullptr;
+  // Multiplies float32 operands as TF32 on the tensor cores: allowed only where torch allows
+  // TF32 for matmuls (torch.backends.cuda.matmul.allow_tf32, float32 matmul precision "high").
+  bool float32_as_tf32 = false;
 };
 
 // What Python sees of a table row (torch_gemm.kernel_table()).
@@ -40,6 +43,7 @@ struct KernelInfo {
   std::vector<std::string> dtypes;
   int min_sm;
   std::string summary;
+  bool float32_as_tf32;
 };
 
 std::vector<KernelInfo> kernel_table();
@@ -60,7 +64,8 @@ template <typename Fn, size_t N>
 std::vector<KernelInfo> describe(const std::array<KernelEntry<Fn>, N>& table, const char* device) {
   std::vector<KernelInfo> rows;
   for (const auto& entry : table) {
-    rows.push_back({entry.name, device, dtype_name_list(entry.dtypes), entry.min_sm, entry.summary});
+    rows.push_back({entry.name, device, dtype_name_list(entry.dtypes), entry.min_sm, entry.summary,
+                    entry.float32_as_tf32});
   }
   return rows;
 }

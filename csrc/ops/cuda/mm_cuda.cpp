@@ -1,6 +1,7 @@
 // The gemm ops on CUDA tensors: device guard, current stream, the dispatch table of rungs, and a
 // launch check after every launch. Compiled only when the CUDA kernels are.
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -26,7 +27,7 @@ const std::array<KernelEntry<GemmLaunchFn>, 8> kCudaKernels{{
     {"warptile", dtype_bit(DType::kFloat32), 0, &launch_gemm_warptile, "128x128x8 block of 32x64 warp tiles, double-buffered shared memory and register fragments"},
     {"multistage", dtype_bit(DType::kFloat32), 80, &launch_gemm_multistage, "warp tiles fed by a 3-4 stage cp.async ring; 128x256 tiles, or 64x64 with split-K when tiles are few", &gemm_multistage_workspace_bytes},
     {"mma_sm80", kSixteenBit, 80, &launch_gemm_mma_sm80, "tensor cores through mma.sync m16n8k16, ldmatrix from swizzled shared memory, multi-stage cp.async"},
-    {"wgmma_sm90", kSixteenBit, 90, &launch_gemm_wgmma_sm90, "Hopper wgmma m64n256k16 from 128B-swizzled shared memory filled by TMA on mbarriers, producer/consumer warpgroups, persistent grid", &gemm_wgmma_sm90_workspace_bytes},
+    {"wgmma_sm90", kSixteenBit | dtype_bit(DType::kFloat32), 90, &launch_gemm_wgmma_sm90, "Hopper wgmma (m64n256k16; float32 as tf32, m64n256k8, only where torch allows TF32) from 128B-swizzled shared memory filled by TMA on mbarriers, producer/consumer warpgroups, persistent grid, epilogue through shared memory and TMA stores", &gemm_wgmma_sm90_workspace_bytes, /*float32_as_tf32=*/true},
 }};
 
 // Compute capability (major*10 + minor) of the current device. Only c10/cuda is used here, not
@@ -49,21 +50,24 @@ int current_sm() {
 // bf16/fp16: the tensor cores, wgmma on sm_90 (in builds with sm_90a code) wherever its 128x256
 // tiles are at least kWgmmaMinTiles (1000^3, 32 tiles: mma_sm80's 128x128 tiles 114 TFLOP/s
 // against wgmma's 89; 4096^3: wgmma 674 against 397), mma.sync from sm_80.
+// fp32 where torch allows TF32: wgmma in tf32 on sm_90 under the same tile rule; otherwise, and
+// wherever TF32 is not allowed, the CUDA cores.
 // fp64 (and 16-bit before sm_80): the 32x32 tile.
-std::string_view choose_auto_kernel(DType dtype, int sm, int64_t M, int64_t N, int64_t batch) {
+std::string_view choose_auto_kernel(DType dtype, bool allow_tf32, int sm, int64_t M, int64_t N,
+                                    int64_t batch) {
   constexpr int kMultistageMinSm = 80;
   constexpr int kMmaMinSm = 80;
   constexpr int64_t kDecodeRows = 32;  // min(M, N) at or below which smem16 wins
   constexpr int64_t kMinWarptileTiles = 48;
-  if (dtype == DType::kBFloat16 || dtype == DType::kFloat16) {
+  const bool sixteen_bit = dtype == DType::kBFloat16 || dtype == DType::kFloat16;
 #ifdef TORCH_GEMM_WITH_SM90A
-    constexpr int kWgmmaSm = 90;
-    constexpr int64_t kWgmmaMinTiles = 64;
-    const int64_t tiles = ceil_div(M, kWgmmaBlockM) * ceil_div(N, kWgmmaBlockN) * batch;
-    if (sm == kWgmmaSm && tiles >= kWgmmaMinTiles) return "wgmma_sm90";
+  constexpr int kWgmmaSm = 90;
+  constexpr int64_t kWgmmaMinTiles = 64;
+  const int64_t wgmma_tiles = ceil_div(M, kWgmmaBlockM) * ceil_div(N, kWgmmaBlockN) * batch;
+  const bool tensor_core_dtype = sixteen_bit || (dtype == DType::kFloat32 && allow_tf32);
+  if (tensor_core_dtype && sm == kWgmmaSm && wgmma_tiles >= kWgmmaMinTiles) return "wgmma_sm90";
 #endif
-    return sm >= kMmaMinSm ? "mma_sm80" : "smem32";
-  }
+  if (sixteen_bit) return sm >= kMmaMinSm ? "mma_sm80" : "smem32";
   if (dtype != DType::kFloat32) return "smem32";
   if (sm >= kMultistageMinSm) return "multistage";
   if (std::min(M, N) <= kDecodeRows) return "smem16";
@@ -74,10 +78,16 @@ std::string_view choose_auto_kernel(DType dtype, int sm, int64_t M, int64_t N, i
 void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const at::Tensor& like) {
   const c10::cuda::CUDAGuard device_guard(like.device());
   const int sm = current_sm();  // queried once: the auto rule and the table's min_sm both use it
-  const auto& entry =
-      find_kernel(op, kCudaKernels, kernel,
-                  choose_auto_kernel(params.dtype, sm, params.M, params.N, params.batch),
-                  params.dtype, like.device(), [sm] { return sm; });
+  // TF32 exactly where torch.mm would use it: the flag cuBLAS's path reads.
+  const bool allow_tf32 = at::globalContext().allowTF32CuBLAS();
+  const auto& entry = find_kernel(
+      op, kCudaKernels, kernel,
+      choose_auto_kernel(params.dtype, allow_tf32, sm, params.M, params.N, params.batch),
+      params.dtype, like.device(), [sm] { return sm; });
+  TORCH_CHECK(!entry.float32_as_tf32 || params.dtype != DType::kFloat32 || allow_tf32, op,
+              ": kernel '", kernel, "' multiplies float32 in TF32, which torch does not allow now; "
+              "allow it with torch.backends.cuda.matmul.allow_tf32 = True (or "
+              "torch.set_float32_matmul_precision('high')), or pick a CUDA-core kernel");
 
   // Scratch from the caching allocator on the current stream, freed (for reuse by later work on
   // that stream) when this call returns.
