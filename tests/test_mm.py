@@ -131,5 +131,5 @@ def test_float32_uses_tf32_only_where_torch_allows_it():
     with tf32_allowed(True):
         out = torch_gemm.mm_tiled(a, b)
         assert_close_to_reference(out, a, b)
-        # 1024×2048 is 64 of wgmma's 128×256 tiles: auto picked the TF32 kernel (deterministic).
+        # Both sides fill a 128-row tile: auto picked the TF32 kernel (deterministic).
         assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel=tf32_kernels[0]))

@@ -50,8 +50,9 @@ int current_sm() {
 // bf16/fp16: the tensor cores, wgmma on sm_90 (in builds with sm_90a code) wherever its 128x256
 // tiles are at least kWgmmaMinTiles (1000^3, 32 tiles: mma_sm80's 128x128 tiles 114 TFLOP/s
 // against wgmma's 89; 4096^3: wgmma 674 against 397), mma.sync from sm_80.
-// fp32 where torch allows TF32: wgmma in tf32 on sm_90 under the same tile rule; otherwise, and
-// wherever TF32 is not allowed, the CUDA cores.
+// fp32 where torch allows TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile
+// (there is no mma.sync tf32 rung to fall back to, and the CUDA cores ran 1024^3 at 28.8 TFLOP/s
+// against torch's 130); otherwise (decode shapes, other GPUs, TF32 not allowed) the CUDA cores.
 // fp64 (and 16-bit before sm_80): the 32x32 tile.
 std::string_view choose_auto_kernel(DType dtype, bool allow_tf32, int sm, int64_t M, int64_t N,
                                     int64_t batch) {
@@ -64,8 +65,10 @@ std::string_view choose_auto_kernel(DType dtype, bool allow_tf32, int sm, int64_
   constexpr int kWgmmaSm = 90;
   constexpr int64_t kWgmmaMinTiles = 64;
   const int64_t wgmma_tiles = ceil_div(M, kWgmmaBlockM) * ceil_div(N, kWgmmaBlockN) * batch;
-  const bool tensor_core_dtype = sixteen_bit || (dtype == DType::kFloat32 && allow_tf32);
-  if (tensor_core_dtype && sm == kWgmmaSm && wgmma_tiles >= kWgmmaMinTiles) return "wgmma_sm90";
+  if (sm == kWgmmaSm && sixteen_bit && wgmma_tiles >= kWgmmaMinTiles) return "wgmma_sm90";
+  if (sm == kWgmmaSm && dtype == DType::kFloat32 && allow_tf32 && std::min(M, N) >= kWgmmaBlockM) {
+    return "wgmma_sm90";
+  }
 #endif
   if (sixteen_bit) return sm >= kMmaMinSm ? "mma_sm80" : "smem32";
   if (dtype != DType::kFloat32) return "smem32";
