@@ -6,17 +6,19 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_gemm
-from gemm_testing import device_params, generator, kernel_dtypes, table_kernels
+from gemm_testing import device_params, generator, kernel_dtypes, kernel_is_tf32, table_kernels
 
 
 def _kernel_params(dtype=torch.float32, devices=("cpu", "cuda")):
-    """(device, kernel) for every kernel of the build that takes dtype."""
+    """(device, kernel) for every kernel of the build that takes dtype (float32: in IEEE
+    arithmetic, so not the TF32 kernels)."""
     return [
         pytest.param(device, kernel, marks=p.marks, id=f"{device}-{kernel}")
         for p in device_params(devices)
         for device in p.values
         for kernel in table_kernels(device)
         if dtype in kernel_dtypes(kernel, device)
+        and not (dtype == torch.float32 and kernel_is_tf32(kernel, device))
     ]
 
 
