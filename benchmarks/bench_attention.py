@@ -36,12 +36,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
 import re
-import shlex
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -621,34 +618,17 @@ def run(argv: Optional[Sequence[str]] = None) -> list[dict]:
         rows += run_case(case, cfg, commit, cache)
     cache.clear()
 
-    metadata = {
-        "device": name,
-        "device_type": device.type,
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "torch_gemm": torch_gemm.__version__,
-        "triton": getattr(sys.modules.get("triton"), "__version__", None),
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    metadata = bench_mm.run_metadata(name, device, commit, dirty, cfg.timing,
+                                     "benchmarks/bench_attention.py", argv)
+    metadata.update({
         # allow_tf32 as set for both sides, per dtype of the rows.
         "tf32": {d: d == "tf32" for d in sorted({c.dtype for c in cfg.cases})},
-        "timer": bench_mm.timer_name(device),
-        "warmup_ms": cfg.timing.warmup_ms,
-        "rep_ms": cfg.timing.rep_ms,
         "head_dim": cfg.head_dim,
         "mlp_ratio": MLP_RATIO,
         "kernel": cfg.kernel,
         "swap": cfg.swap,
         "quick": cfg.quick,
-        "command": shlex.join(["benchmarks/bench_attention.py", *(sys.argv[1:] if argv is None else argv)]),
-        "python": platform.python_version(),
-    }
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        metadata.update(sm=f"{props.major}.{props.minor}", sm_count=props.multi_processor_count)
-    else:
-        metadata.update(threads=torch.get_num_threads())
+    })
     record = merge_records(old_record, metadata, rows)
     write_record(record, json_path, csv_path)
 

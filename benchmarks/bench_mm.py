@@ -619,6 +619,34 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def run_metadata(name: str, device: torch.device, commit, dirty, timing: "Timing", script: str,
+                 argv=None) -> dict:
+    """The record metadata every benchmark writes: what ran, on what, when, timed how, and the
+    command line (``argv``, or this process's). Each benchmark adds its own keys."""
+    metadata = {
+        "device": name,
+        "device_type": device.type,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "torch_gemm": torch_gemm.__version__,
+        "triton": getattr(sys.modules.get("triton"), "__version__", None),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "timer": timer_name(device),
+        "warmup_ms": timing.warmup_ms,
+        "rep_ms": timing.rep_ms,
+        "command": shlex.join([script, *(sys.argv[1:] if argv is None else argv)]),
+        "python": platform.python_version(),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        metadata.update(sm=f"{props.major}.{props.minor}", sm_count=props.multi_processor_count)
+    else:
+        metadata.update(threads=torch.get_num_threads())
+    return metadata
+
+
 def write_record(record: dict, json_path: Path, csv_path: Path, fields: Sequence[str] = ROW_FIELDS) -> None:
     """JSON with one row per line (readable diffs), and the same rows as CSV: ``fields`` first,
     then any other keys the rows have."""
@@ -1105,35 +1133,17 @@ def run(argv: Optional[Sequence[str]] = None) -> list[dict]:
     finally:
         progress.close()
 
-    metadata = {
-        "device": name,
-        "device_type": device.type,
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "torch_gemm": torch_gemm.__version__,
-        "triton": getattr(sys.modules.get("triton"), "__version__", None),
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    metadata = run_metadata(name, device, commit, dirty, cfg.timing, "benchmarks/bench_mm.py", argv)
+    metadata.update({
         # allow_tf32 as set for both ours and torch.mm, per dtype of the rows.
         "tf32": {"float32": False, "tf32": True} if device.type == "cuda" else {"float32": False},
-        "timer": timer_name(device),
-        "warmup_ms": cfg.timing.warmup_ms,
-        "rep_ms": cfg.timing.rep_ms,
         "l2_bytes": l2_bytes(device),
         "copy_gbps": copy_gbps,
         "peak_tflops": peaks,
         "peak_source": peak_source,
         "slow_gflop_cap": cfg.slow_flop_cap / 1e9,
         "quick": cfg.quick,
-        "command": shlex.join(["benchmarks/bench_mm.py", *(sys.argv[1:] if argv is None else argv)]),
-        "python": platform.python_version(),
-    }
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        metadata.update(sm=f"{props.major}.{props.minor}", sm_count=props.multi_processor_count)
-    else:
-        metadata.update(threads=torch.get_num_threads())
+    })
 
     record = merge_records(old_record, metadata, rows)
     write_record(record, json_path, csv_path)

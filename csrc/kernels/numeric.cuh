@@ -34,6 +34,20 @@ __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16, float>(float x)
   return __float2bfloat16_rn(x);
 }
 
+// fp32 → tf32 (10 mantissa bits), rounded to nearest with ties away from zero, as cuBLAS rounds
+// its TF32 operands; the tensor cores themselves would drop the low 13 bits, a truncation whose
+// bias doubles the error of a long dot product. cvt.rna.tf32 is sm_80+; the TF32 paths that call
+// this run on sm_90 only, so older targets compile the identity.
+__device__ __forceinline__ float round_to_tf32(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t bits;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(bits) : "f"(x));
+  return __uint_as_float(bits);
+#else
+  return x;
+#endif
+}
+
 // acc + bias[n] when the params carry a bias (gemm::linear_tiled), in the accumulator type.
 template <typename T, typename Acc>
 __device__ __forceinline__ Acc add_bias(const GemmParams& p, int64_t n, Acc acc) {

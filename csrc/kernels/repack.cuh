@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kernels/grid.cuh"
+#include "kernels/numeric.cuh"
 
 namespace torch_gemm {
 
@@ -21,19 +22,12 @@ struct RepackView {
   bool round_tf32;    // float32 copied rounded to tf32 (nearest), as the tf32 kernel reads it
 };
 
-// One element as the workspace stores it: unchanged, or a float32 rounded to tf32 (the low 13
-// mantissa bits cleared by round-to-nearest rather than by the tensor cores' truncation).
+// One element as the workspace stores it: unchanged, or a float32 rounded to tf32.
 template <typename T>
 __device__ __forceinline__ T repacked(T x, bool round_tf32) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (std::is_same_v<T, float>) {
-    if (round_tf32) {
-      uint32_t r;
-      asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-      return __uint_as_float(r);
-    }
+    if (round_tf32) return round_to_tf32(x);
   }
-#endif
   return x;
 }
 

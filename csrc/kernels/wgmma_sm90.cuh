@@ -31,10 +31,9 @@
 
 namespace torch_gemm {
 
-// The tile and pipeline for operand type T (bf16/fp16, or fp32 read as tf32) and kStages k-tiles in
-// flight. Every size is in bytes of 128-byte swizzled rows, so the 16-bit and tf32 kernels share
+// The tile and pipeline for operand type T (bf16/fp16, or fp32 read as tf32). Every size is in bytes of 128-byte swizzled rows, so the 16-bit and tf32 kernels share
 // one shape: a k-tile is one 128-byte row of K (64 or 32 elements), a wgmma reads 32 bytes of it.
-template <typename T, int kStagesT>
+template <typename T>
 struct WgmmaConfig {
   static constexpr bool kTf32 = std::is_same_v<T, float>;
   static constexpr int kElementBytes = sizeof(T);
@@ -47,7 +46,9 @@ struct WgmmaConfig {
   static constexpr int kBlockM = kConsumers * kMmaM;  // 128 rows of C per tile
   static constexpr int kBlockN = kMmaN;               // 256 columns of C per tile
   static_assert(kBlockM == kWgmmaBlockM && kBlockN == kWgmmaBlockN, "launch.h tells auto the tile");
-  static constexpr int kStages = kStagesT;         // k-tiles in flight, 48 KB each
+  // k-tiles in flight, 48 KB each: 4 leave room for two 8 KB epilogue boxes per consumer (3
+  // stages with a whole-tile ring of 4 boxes measured no faster, benchmarks/NOTES.md).
+  static constexpr int kStages = 4;
   static constexpr int kWarpgroupThreads = 128;
   static constexpr int kThreads = (kConsumers + 1) * kWarpgroupThreads;  // + the producer's
   // setmaxnreg: the producer needs a handful of registers, each consumer 128 accumulators plus
@@ -92,9 +93,6 @@ struct WgmmaConfig {
   static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kConsumers * kWarpgroupThreads
                     <= 65536, "setmaxnreg cannot hand out more registers than the SM has");
 };
-
-// The default pipeline: 4 stages (192 KB) leave room for two 8 KB epilogue boxes per consumer.
-constexpr int kWgmmaStages = 4;
 
 // What the kernel needs besides the two tensor maps: the output, the bias, the tile walk.
 struct WgmmaParams {
@@ -354,14 +352,6 @@ __device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], const uint
                            "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
-// fp32 → tf32, rounded to nearest (ties away), as cuBLAS rounds: the tensor cores themselves
-// would drop the low 13 bits, a truncation whose bias doubles the error of a long dot product.
-__device__ __forceinline__ uint32_t round_to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
 #undef TORCH_GEMM_WGMMA_M64N256
 
 #endif  // TORCH_GEMM_SM90A_DEVICE
@@ -522,15 +512,15 @@ __device__ __forceinline__ void store_tile_tma(const CUtensorMap* map_c, const W
 // kClusterM: blocks per cluster, each computing one of kClusterM tiles stacked along M. They
 // share B: each block's producer copies 1/kClusterM of it and multicasts it to all of them, so
 // B crosses L2 → SM once per cluster instead of once per block.
-template <typename T, int kStages, bool kKMajorA, bool kKMajorB, int kClusterM>
-__global__ void __launch_bounds__(WgmmaConfig<T, kStages>::kThreads, 1)
+template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM>
+__global__ void __launch_bounds__(WgmmaConfig<T>::kThreads, 1)
 gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                        const __grid_constant__ CUtensorMap map_b,
                        const __grid_constant__ CUtensorMap map_c, const WgmmaParams p) {
 #ifdef TORCH_GEMM_SM90A_DEVICE
-  using Config = WgmmaConfig<T, kStages>;
+  using Config = WgmmaConfig<T>;
   using namespace sm90;
-  constexpr int kBlockK = Config::kBlockK;
+  constexpr int kStages = Config::kStages, kBlockK = Config::kBlockK;
   static_assert(kClusterM == 1 || kClusterM == 2, "one block, or a pair sharing B");
   static_assert(Config::kBlockN / kClusterM % Config::kMNBox == 0,
                 "each block multicasts whole 64-element boxes of an N-major B");
@@ -688,7 +678,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                            : "r"(a_addr + (i % 2) * 8 * Config::kSwizzleBytes +
                                  ((chunk ^ (lane / 4)) << 4))
                            : "memory");
-              frag[kk][i] = round_to_tf32(x);
+              frag[kk][i] = __float_as_uint(round_to_tf32(x));
             }
           }
           fence_accumulators(d);

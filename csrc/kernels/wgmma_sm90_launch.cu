@@ -204,11 +204,11 @@ bool encode_output_map(CUtensorMap* map, const GemmParams& p, CUtensorMapDataTyp
 
 // The persistent grid: one block per SM, or as many clusters as fit at once, but never more
 // turns than there are tiles.
-template <typename T, int kStages, bool kKMajorA, bool kKMajorB, int kClusterM>
+template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM>
 cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
                           const CUtensorMap& map_c, const WgmmaParams& wp, cudaStream_t stream) {
-  using Config = WgmmaConfig<T, kStages>;
-  const auto kernel = gemm_wgmma_sm90_kernel<T, kStages, kKMajorA, kKMajorB, kClusterM>;
+  using Config = WgmmaConfig<T>;
+  const auto kernel = gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB, kClusterM>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -253,9 +253,8 @@ template <typename T, bool kKMajorA, bool kKMajorB>
 cudaError_t launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
                           const CUtensorMap& map_c, const WgmmaParams& wp, bool clusters,
                           cudaStream_t stream) {
-  return clusters
-             ? launch_kernel<T, kWgmmaStages, kKMajorA, kKMajorB, 2>(map_a, map_b, map_c, wp, stream)
-             : launch_kernel<T, kWgmmaStages, kKMajorA, kKMajorB, 1>(map_a, map_b, map_c, wp, stream);
+  return clusters ? launch_kernel<T, kKMajorA, kKMajorB, 2>(map_a, map_b, map_c, wp, stream)
+                  : launch_kernel<T, kKMajorA, kKMajorB, 1>(map_a, map_b, map_c, wp, stream);
 }
 
 template <typename T> constexpr CUtensorMapDataType kTensorMapType = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
@@ -268,7 +267,7 @@ struct WgmmaLauncher {
     if constexpr (std::is_same_v<T, double>) {
       return cudaErrorInvalidValue;  // bf16 / fp16, and fp32 read as tf32
     } else {
-      using Config = WgmmaConfig<T, kWgmmaStages>;
+      using Config = WgmmaConfig<T>;
       if (p.M == 0 || p.N == 0 || p.batch == 0) return cudaSuccess;
       const int64_t tiles_m = ceil_div(p.M, Config::kBlockM), tiles_n = ceil_div(p.N, Config::kBlockN);
       if (p.M > INT_MAX || p.N > INT_MAX || p.K > INT_MAX || tiles_m * tiles_n * p.batch > INT_MAX) {

@@ -7,12 +7,10 @@
 namespace torch_gemm {
 namespace {
 
-// The checks every op makes of two operands: defined, a supported dtype, the same dtype, the
+// The checks every op makes of two (defined) operands: a supported dtype, the same dtype, the
 // same device. Returns the dtype.
 DType check_operand_pair(const char* op, const at::Tensor& a, const char* a_name,
                          const at::Tensor& b, const char* b_name) {
-  TORCH_CHECK(a.defined(), op, ": ", a_name, " is an undefined tensor");
-  TORCH_CHECK(b.defined(), op, ": ", b_name, " is an undefined tensor");
   const DType dtype = to_gemm_dtype(op, a_name, a.scalar_type());
   to_gemm_dtype(op, b_name, b.scalar_type());
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), op, ": ", a_name, " and ", b_name,
@@ -22,7 +20,13 @@ DType check_operand_pair(const char* op, const at::Tensor& a, const char* a_name
   return dtype;
 }
 
+void check_defined(const char* op, const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
+}
+
+// Defined, and of `dim` dimensions.
 void check_dim(const char* op, const at::Tensor& t, const char* name, int64_t dim) {
+  check_defined(op, t, name);
   TORCH_CHECK(t.dim() == dim, op, ": ", name, " must be a ", dim, "-D tensor, got a ", t.dim(),
               "-D tensor of shape ", t.sizes());
 }
@@ -30,8 +34,6 @@ void check_dim(const char* op, const at::Tensor& t, const char* name, int64_t di
 }  // namespace
 
 DType check_mm_inputs(const char* op, const at::Tensor& a, const at::Tensor& b) {
-  TORCH_CHECK(a.defined(), op, ": a is an undefined tensor");
-  TORCH_CHECK(b.defined(), op, ": b is an undefined tensor");
   check_dim(op, a, "a", 2);
   check_dim(op, b, "b", 2);
   TORCH_CHECK(a.size(1) == b.size(0), op, ": inner dimensions differ: a is ", a.sizes(), " and b is ",
@@ -40,8 +42,6 @@ DType check_mm_inputs(const char* op, const at::Tensor& a, const at::Tensor& b) 
 }
 
 DType check_bmm_inputs(const char* op, const at::Tensor& a, const at::Tensor& b) {
-  TORCH_CHECK(a.defined(), op, ": a is an undefined tensor");
-  TORCH_CHECK(b.defined(), op, ": b is an undefined tensor");
   check_dim(op, a, "a", 3);
   check_dim(op, b, "b", 3);
   TORCH_CHECK(a.size(0) == b.size(0), op, ": batch sizes differ: a is ", a.sizes(), " and b is ",
@@ -53,8 +53,7 @@ DType check_bmm_inputs(const char* op, const at::Tensor& a, const at::Tensor& b)
 
 DType check_linear_inputs(const char* op, const at::Tensor& x, const at::Tensor& weight,
                           const std::optional<at::Tensor>& bias) {
-  TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
-  TORCH_CHECK(weight.defined(), op, ": weight is an undefined tensor");
+  check_defined(op, x, "x");
   TORCH_CHECK(x.dim() >= 1, op, ": x must have at least 1 dimension, got a 0-D tensor");
   check_dim(op, weight, "weight", 2);
   TORCH_CHECK(x.size(-1) == weight.size(1), op, ": x's last dimension must equal weight.size(1) (",
