@@ -1,10 +1,10 @@
 // Tuning harness for the fp32 register-tiled rungs: times tile configurations of the multistage
-// kernel (and warptile, the baseline) on row-major operands, without torch, so that many
-// configurations build in one nvcc call and run in one GPU session. The numbers it prints are for
+// kernel (and warptile, the baseline) in one layout (--layout NN|NT|TN|TT, default NN), without
+// torch, so that many configurations build in one nvcc call and run in one GPU session. The numbers it prints are for
 // choosing a configuration; the record comes from bench_mm.py against torch.mm in the same run.
 //
 //   nvcc -std=c++17 -O3 -Icsrc -gencode=arch=compute_90a,code=sm_90a benchmarks/tune_fp32.cu \
-//        -o tune_fp32 && ./tune_fp32 [M,N,K ...]
+//        -o tune_fp32 && ./tune_fp32 [--layout NT] [--only SUBSTR] [--once] [M,N,K ...]
 //
 // For each shape: every configuration with split-K off, then the ones marked for split-K with
 // 2..8 splits when the output tiles do not fill two blocks per SM. Each time is the median of
@@ -45,26 +45,43 @@ __global__ void fill_uniform(float* x, int64_t n, uint32_t seed) {
   }
 }
 
-// Row-major A (K-major) and B (MN-major): the NN layout, float4 where the extents allow it.
+// The operand layouts from the strides (A K-major when a_stride_k == 1, B MN-major when
+// b_stride_n == 1), float4 where every extent is a multiple of 4, scalar otherwise.
+template <typename Runner>
+cudaError_t dispatch(const GemmParams& p, const SplitK& split, float* ws, cudaStream_t s) {
+  const bool a_k = p.a_stride_k == 1, b_mn = p.b_stride_n == 1;
+  const bool vec = p.K % 4 == 0 && p.N % 4 == 0 && p.M % 4 == 0;
+  if (!vec) return Runner::template run<KMajorScalar, MNMajorScalar>(p, split, ws, s);
+  if (a_k && b_mn) return Runner::template run<KMajorVec, MNMajorVec>(p, split, ws, s);
+  if (a_k) return Runner::template run<KMajorVec, KMajorVec>(p, split, ws, s);
+  if (b_mn) return Runner::template run<MNMajorVec, MNMajorVec>(p, split, ws, s);
+  return Runner::template run<MNMajorVec, KMajorVec>(p, split, ws, s);
+}
+// Runner::run<LayoutA, LayoutB> for the multistage kernel of one configuration, and for warptile.
 template <typename Config>
-cudaError_t run_nn(const GemmParams& p, const SplitK& split, float* ws, cudaStream_t s) {
-  const bool a_vec = p.K % 4 == 0, b_vec = p.N % 4 == 0;
-  if (a_vec && b_vec) return run_multistage<Config, KMajorVec, MNMajorVec>(p, split, ws, s);
-  if (a_vec) return run_multistage<Config, KMajorVec, MNMajorScalar>(p, split, ws, s);
-  if (b_vec) return run_multistage<Config, KMajorScalar, MNMajorVec>(p, split, ws, s);
-  return run_multistage<Config, KMajorScalar, MNMajorScalar>(p, split, ws, s);
+struct MsRunner {
+  template <typename LA, typename LB>
+  static cudaError_t run(const GemmParams& p, const SplitK& split, float* ws, cudaStream_t s) {
+    return run_multistage<Config, LA, LB>(p, split, ws, s);
+  }
+};
+template <typename Config>
+cudaError_t run_config(const GemmParams& p, const SplitK& split, float* ws, cudaStream_t s) {
+  return dispatch<MsRunner<Config>>(p, split, ws, s);
 }
 
-cudaError_t run_warptile(const GemmParams& p, cudaStream_t s) {
-  using C = WarptileConfig;
-  dim3 grid;
-  grid_for_block_tiles<C>(p, &grid);
-  if (p.K % 4 == 0 && p.N % 4 == 0) {
-    gemm_warptile_kernel<C, KMajorVec, MNMajorVec><<<grid, C::kThreads, 0, s>>>(p);
-  } else {
-    gemm_warptile_kernel<C, KMajorScalar, MNMajorScalar><<<grid, C::kThreads, 0, s>>>(p);
+struct WarpRunner {
+  template <typename LA, typename LB>
+  static cudaError_t run(const GemmParams& p, const SplitK&, float*, cudaStream_t s) {
+    using C = WarptileConfig;
+    dim3 grid;
+    grid_for_block_tiles<C>(p, &grid);
+    gemm_warptile_kernel<C, LA, LB><<<grid, C::kThreads, 0, s>>>(p);
+    return cudaGetLastError();
   }
-  return cudaGetLastError();
+};
+cudaError_t run_warptile(const GemmParams& p, cudaStream_t s) {
+  return dispatch<WarpRunner>(p, SplitK{}, nullptr, s);
 }
 
 // What kernel="multistage" launches: plan_multistage's configuration and split.
@@ -72,8 +89,8 @@ cudaError_t run_planned(const GemmParams& p, const SplitK&, float* ws, cudaStrea
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   const MultistagePlan plan = plan_multistage(p, sms);
-  return plan.large ? run_nn<MultistageLargeConfig>(p, plan.split, ws, s)
-                    : run_nn<MultistageSmallConfig>(p, plan.split, ws, s);
+  return plan.large ? run_config<MultistageLargeConfig>(p, plan.split, ws, s)
+                    : run_config<MultistageSmallConfig>(p, plan.split, ws, s);
 }
 
 struct Variant {
@@ -85,7 +102,7 @@ struct Variant {
 
 template <typename Config>
 Variant variant(const char* name, bool try_split) {
-  return {name, Config::kBlockM, Config::kBlockN, Config::kBlockK, try_split, &run_nn<Config>};
+  return {name, Config::kBlockM, Config::kBlockN, Config::kBlockK, try_split, &run_config<Config>};
 }
 
 // Warp 64×64 with 16×8 or 8×16 per thread (128 threads per 128×128 block), warptile's 32×64 warp
@@ -104,19 +121,20 @@ using T64_seq = WarpTiling<64, 64, 32, 32, 8, 4, false>;
 std::vector<Variant> variants() {
   return {
       {"multistage (planned)", 1, 1, 1, false, &run_planned},
-      variant<MultistageConfig<T128x256, 16, 3, 1>>("128x256 w64x64 t16x8 k16 s3", false),
-      variant<MultistageConfig<T128x256_seq, 16, 3, 1>>("128x256 w64x64 t16x8 k16 s3 seq", false),
-      variant<MultistageConfig<T128x256, 8, 3, 1>>("128x256 w64x64 t16x8 k8 s3", false),
-      variant<MultistageConfig<T128x256, 8, 4, 1>>("128x256 w64x64 t16x8 k8 s4", false),
-      variant<MultistageConfig<T128x256_8x16, 16, 3, 1>>("128x256 w64x64 t8x16 k16 s3", false),
-      variant<MultistageConfig<T256x128, 16, 3, 1>>("256x128 w64x64 t16x8 k16 s3", false),
-      variant<MultistageConfig<T128_16x8, 16, 3, 2>>("128x128 w64x64 t16x8 k16 s3", true),
-      variant<MultistageConfig<T128_8x8, 16, 3, 2>>("128x128 w32x64 t8x8 k16 s3", true),
-      variant<MultistageConfig<T128_8x8_seq, 16, 3, 2>>("128x128 w32x64 t8x8 k16 s3 seq", false),
-      variant<MultistageConfig<T128_8x8, 8, 4, 2>>("128x128 w32x64 t8x8 k8 s4", false),
-      variant<MultistageConfig<T64, 8, 4, 4>>("64x64 w32x32 t8x4 k8 s4", true),
-      variant<MultistageConfig<T64_seq, 8, 4, 4>>("64x64 w32x32 t8x4 k8 s4 seq", false),
-      variant<MultistageConfig<T64, 16, 3, 4>>("64x64 w32x32 t8x4 k16 s3", true),
+      variant<MultistageConfig<T128x256_seq, 32, 3, 1, 4>>("128x256 t16x8 k32 s3 u4 seq", false),
+      variant<MultistageConfig<T128x256_seq, 32, 3, 1, 2>>("128x256 t16x8 k32 s3 u2 seq", false),
+      variant<MultistageConfig<T128x256_seq, 16, 3, 1, 16>>("128x256 t16x8 k16 s3 seq", false),
+      variant<MultistageConfig<T128x256_seq, 16, 3, 1, 8>>("128x256 t16x8 k16 s3 u8 seq", false),
+      variant<MultistageConfig<T128x256, 16, 3, 1, 4>>("128x256 t16x8 k16 s3 u4", false),
+      variant<MultistageConfig<T128x256_seq, 16, 4, 1, 4>>("128x256 t16x8 k16 s4 u4 seq", false),
+      variant<MultistageConfig<T128x256_seq, 8, 4, 1, 2>>("128x256 t16x8 k8 s4 u2 seq", false),
+      variant<MultistageConfig<T128x256_8x16, 16, 3, 1, 16>>("128x256 t8x16 k16 s3", false),
+      variant<MultistageConfig<T256x128, 16, 3, 1, 16>>("256x128 t16x8 k16 s3", false),
+      variant<MultistageConfig<T128_16x8, 16, 3, 2, 16>>("128x128 w64x64 t16x8 k16 s3", true),
+      variant<MultistageConfig<T128_8x8, 16, 3, 2, 16>>("128x128 w32x64 t8x8 k16 s3", true),
+      variant<MultistageConfig<T64, 8, 4, 4, 8>>("64x64 w32x32 t8x4 k8 s4", true),
+      variant<MultistageConfig<T64_seq, 8, 4, 4, 8>>("64x64 w32x32 t8x4 k8 s4 seq", false),
+      variant<MultistageConfig<T64, 16, 3, 4, 16>>("64x64 w32x32 t8x4 k16 s3", true),
   };
 }
 
@@ -164,10 +182,13 @@ int main(int argc, char** argv) {
   std::vector<std::array<int64_t, 3>> shapes;
   std::string only;
   bool once = false;
+  std::string layout = "NN";  // NN, NT, TN or TT: A, B normal (row-major) or transposed
   for (int i = 1; i < argc; ++i) {
     long long m, n, k;
     if (std::string(argv[i]) == "--only" && i + 1 < argc) {
       only = argv[++i];
+    } else if (std::string(argv[i]) == "--layout" && i + 1 < argc) {
+      layout = argv[++i];
     } else if (std::string(argv[i]) == "--once") {
       once = true;
     } else if (std::sscanf(argv[i], "%lld,%lld,%lld", &m, &n, &k) == 3) {
@@ -204,6 +225,8 @@ int main(int argc, char** argv) {
     p.M = M, p.N = N, p.K = K;
     p.a = a, p.a_stride_m = K, p.a_stride_k = 1;
     p.b = b, p.b_stride_k = N, p.b_stride_n = 1;
+    if (layout[0] == 'T') p.a_stride_m = 1, p.a_stride_k = M;
+    if (layout[1] == 'T') p.b_stride_k = 1, p.b_stride_n = K;
     p.c = ref, p.c_stride_m = N, p.c_stride_n = 1;
     const double flop = 2.0 * M * N * K;
     CHECK_CUDA(run_warptile(p, s));
@@ -211,7 +234,7 @@ int main(int argc, char** argv) {
       return once ? 1.0f : median_ms(launch, flush, flush_bytes, s);
     };
     const float base_ms = time([&] { run_warptile(p, s); });
-    std::printf("\n%lld x %lld x %lld\n  %-34s %8.3f ms %7.2f TFLOP/s\n", (long long)M,
+    std::printf("\n%s %lld x %lld x %lld\n  %-34s %8.3f ms %7.2f TFLOP/s\n", layout.c_str(), (long long)M,
                 (long long)N, (long long)K, "warptile", base_ms, flop / base_ms / 1e9);
     p.c = c;
     for (const auto& v : all) {
