@@ -121,20 +121,19 @@ using T64_seq = WarpTiling<64, 64, 32, 32, 8, 4, false>;
 std::vector<Variant> variants() {
   return {
       {"multistage (planned)", 1, 1, 1, false, &run_planned},
-      variant<MultistageConfig<T128x256_seq, 32, 3, 1, 4>>("128x256 t16x8 k32 s3 u4 seq", false),
-      variant<MultistageConfig<T128x256_seq, 32, 3, 1, 2>>("128x256 t16x8 k32 s3 u2 seq", false),
-      variant<MultistageConfig<T128x256_seq, 16, 3, 1, 16>>("128x256 t16x8 k16 s3 seq", false),
-      variant<MultistageConfig<T128x256_seq, 16, 3, 1, 8>>("128x256 t16x8 k16 s3 u8 seq", false),
-      variant<MultistageConfig<T128x256, 16, 3, 1, 4>>("128x256 t16x8 k16 s3 u4", false),
-      variant<MultistageConfig<T128x256_seq, 16, 4, 1, 4>>("128x256 t16x8 k16 s4 u4 seq", false),
-      variant<MultistageConfig<T128x256_seq, 8, 4, 1, 2>>("128x256 t16x8 k8 s4 u2 seq", false),
-      variant<MultistageConfig<T128x256_8x16, 16, 3, 1, 16>>("128x256 t8x16 k16 s3", false),
-      variant<MultistageConfig<T256x128, 16, 3, 1, 16>>("256x128 t16x8 k16 s3", false),
-      variant<MultistageConfig<T128_16x8, 16, 3, 2, 16>>("128x128 w64x64 t16x8 k16 s3", true),
-      variant<MultistageConfig<T128_8x8, 16, 3, 2, 16>>("128x128 w32x64 t8x8 k16 s3", true),
-      variant<MultistageConfig<T64, 8, 4, 4, 8>>("64x64 w32x32 t8x4 k8 s4", true),
-      variant<MultistageConfig<T64_seq, 8, 4, 4, 8>>("64x64 w32x32 t8x4 k8 s4 seq", false),
-      variant<MultistageConfig<T64, 16, 3, 4, 16>>("64x64 w32x32 t8x4 k16 s3", true),
+      variant<MultistageConfig<T128x256, 16, 3, 1>>("128x256 w64x64 t16x8 k16 s3", false),
+      variant<MultistageConfig<T128x256_seq, 16, 3, 1>>("128x256 w64x64 t16x8 k16 s3 seq", false),
+      variant<MultistageConfig<T128x256, 8, 3, 1>>("128x256 w64x64 t16x8 k8 s3", false),
+      variant<MultistageConfig<T128x256, 8, 4, 1>>("128x256 w64x64 t16x8 k8 s4", false),
+      variant<MultistageConfig<T128x256_8x16, 16, 3, 1>>("128x256 w64x64 t8x16 k16 s3", false),
+      variant<MultistageConfig<T256x128, 16, 3, 1>>("256x128 w64x64 t16x8 k16 s3", false),
+      variant<MultistageConfig<T128_16x8, 16, 3, 2>>("128x128 w64x64 t16x8 k16 s3", true),
+      variant<MultistageConfig<T128_8x8, 16, 3, 2>>("128x128 w32x64 t8x8 k16 s3", true),
+      variant<MultistageConfig<T128_8x8_seq, 16, 3, 2>>("128x128 w32x64 t8x8 k16 s3 seq", false),
+      variant<MultistageConfig<T128_8x8, 8, 4, 2>>("128x128 w32x64 t8x8 k8 s4", false),
+      variant<MultistageConfig<T64, 8, 4, 4>>("64x64 w32x32 t8x4 k8 s4", true),
+      variant<MultistageConfig<T64_seq, 8, 4, 4>>("64x64 w32x32 t8x4 k8 s4 seq", false),
+      variant<MultistageConfig<T64, 16, 3, 4>>("64x64 w32x32 t8x4 k16 s3", true),
   };
 }
 

@@ -17,15 +17,11 @@ namespace torch_gemm {
 // Tiling: a WarpTiling. kStages shared-memory stages of (kBlockK, kBlockM) of A and
 // (kBlockK, kBlockN) of B, each row padded to a pitch of 4 (mod 32) banks: the K-major
 // transposing copies stay conflict-free and every row stays 16-byte aligned.
-template <typename Tiling, int kBlockK_, int kStages_, int kMinBlocksPerSM_, int kUnrollK_>
+template <typename Tiling, int kBlockK_, int kStages_, int kMinBlocksPerSM_>
 struct MultistageConfig : Tiling {
   static constexpr int kBlockK = kBlockK_;  // depth of one k-tile
   static constexpr int kStages = kStages_;  // k-tiles resident in shared memory
   static constexpr int kMinBlocksPerSM = kMinBlocksPerSM_;  // register cap 65536 / (this · threads)
-  // Depths per trip of the rolled loop inside a k-tile (kBlockK: fully unrolled). Rolling keeps
-  // the loop body small: the fully unrolled 128×256×16 k-tile is ~40 KB of SASS, and ncu counted
-  // 6% of its warps' samples waiting on instruction fetch.
-  static constexpr int kUnrollK = kUnrollK_;
   static constexpr int kGroupM = 8;  // tile rows per rasterization group (L2 reuse)
   static constexpr int kSmemPad = HardwareConfig::kVecFloats;
   static constexpr int kPitchA = Tiling::kBlockM + kSmemPad;
@@ -36,27 +32,26 @@ struct MultistageConfig : Tiling {
       kStages * (kStageFloatsA + kStageFloatsB) * static_cast<int>(sizeof(float));
 
   static_assert(kStages >= 2, "one stage computed while at least one is filled");
-  static_assert(kUnrollK % ThreadTile<Tiling>::kFragBuffers == 0 && kBlockK % kUnrollK == 0,
-                "fragment buffers alternate with kk: every trip of the rolled loop, and so every "
-                "k-tile, must start on buffer 0 and end on the last buffer");
+  static_assert(kBlockK % ThreadTile<Tiling>::kFragBuffers == 0,
+                "fragment buffers alternate with kk: a k-tile must end on the last buffer so that "
+                "the next k-tile's kk = 0 fragments land in buffer 0");
   static_assert(kPitchA % HardwareConfig::kSmemBanks == HardwareConfig::kVecFloats &&
                     kPitchB % HardwareConfig::kSmemBanks == HardwareConfig::kVecFloats,
                 "pitch 4 (mod 32): conflict-free transposing copies, 16-byte aligned rows");
 };
 
 // The two configurations the rung launches, measured on an H200 (benchmarks/NOTES.md):
-// - large: 128×256 blocks of 2×4 warps of 64×64, 16×8 outputs per thread, k-tiles of 32 in 3
-//   stages (150 KB) walked 4 depths per loop trip, one block per SM at 255 registers: the fastest
-//   wherever the tiles fill the SMs (47.1 TFLOP/s at 4096³ against 45.7 for k-tiles of 16 fully
-//   unrolled). Its lanes stay in the straightforward order: pairing them (see WarpTiling) halves
-//   its shared-load wavefronts but measured 1–4% slower.
-// - small: 64×64 blocks of 2×2 warps of 32×32, 8×4 per thread, 4 stages of 8 (fully unrolled), up
-//   to 4 blocks per SM, lanes paired (+7% over the straightforward order): for shapes with few
-//   output tiles, usually with split-K.
+// - large: 128×256 blocks of 2×4 warps of 64×64, 16×8 outputs per thread, k-tiles of 16 in 3
+//   stages (75 KB), one block per SM at 255 registers: the fastest wherever the tiles fill the SMs
+//   (43.9 TFLOP/s at 4096³). Its lanes stay in the straightforward order: pairing them (see
+//   WarpTiling) halves its shared-load wavefronts but measured 4% slower.
+// - small: 64×64 blocks of 2×2 warps of 32×32, 8×4 per thread, 4 stages of 8, up to 4 blocks per
+//   SM, lanes paired (+7% over the straightforward order): for shapes with few output tiles,
+//   usually with split-K.
 using MultistageLargeConfig =
-    MultistageConfig<WarpTiling<128, 256, 64, 64, 16, 8, /*kPairLanes=*/false>, 32, 3, 1, 4>;
+    MultistageConfig<WarpTiling<128, 256, 64, 64, 16, 8, /*kPairLanes=*/false>, 16, 3, 1>;
 using MultistageSmallConfig =
-    MultistageConfig<WarpTiling<64, 64, 32, 32, 8, 4, /*kPairLanes=*/true>, 8, 4, 4, 8>;
+    MultistageConfig<WarpTiling<64, 64, 32, 32, 8, 4, /*kPairLanes=*/true>, 8, 4, 4>;
 
 // The copy layout of an operand: MN-major float4 layouts copy 16 bytes per vector; every other
 // one copies 4-byte elements, a K-major operand transposed on the way into sX[k][x]. A K-major
@@ -190,41 +185,27 @@ gemm_multistage_kernel(GemmParams p, SplitK split, float* workspace) {
     int read_stage = 0;              // stage of the k-tile being computed
     int write_stage = kStages - 1;   // stage the next copies go to: the one computed last time
     for (int64_t t = 0; t < kt_count; ++t) {
-      // write_stage was last read at the previous k-tile's kk <= kBlockK - 2, before its
-      // barrier, which every thread has passed: free to overwrite.
-      issue_next(write_stage);
-      write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
-      // Each step loads depth kk + 1's fragments into one buffer while the FMAs of depth kk run
-      // on the other (buffer kk % 2: every trip starts on an even kk).
-      const float* sA_k = sA[read_stage][0];
-      const float* sB_k = sB[read_stage][0];
-#pragma unroll 1
-      for (int kk = 0; kk < kBlockK - Config::kUnrollK; kk += Config::kUnrollK) {
 #pragma unroll
-        for (int u = 0; u < Config::kUnrollK; ++u) {
-          tt.load_fragments(sA_k + (u + 1) * Config::kPitchA, sB_k + (u + 1) * Config::kPitchB,
-                            (u + 1) % Tile::kFragBuffers);
-          tt.fma(u % Tile::kFragBuffers);
+      for (int kk = 0; kk < kBlockK; ++kk) {
+        constexpr int kBufs = Tile::kFragBuffers;
+        if (kk == 0) {
+          // write_stage was last read at the previous k-tile's kk <= kBlockK - 2, before its
+          // barrier, which every thread has passed: free to overwrite.
+          issue_next(write_stage);
+          write_stage = write_stage + 1 == kStages ? 0 : write_stage + 1;
         }
-        sA_k += Config::kUnrollK * Config::kPitchA;
-        sB_k += Config::kUnrollK * Config::kPitchB;
+        if (kk < kBlockK - 1) {
+          tt.load_fragments(sA[read_stage][kk + 1], sB[read_stage][kk + 1], (kk + 1) % kBufs);
+        } else if (t + 1 < kt_count) {
+          // Groups committed so far: kStages - 1 + t + 1; with at most kStages - 2 pending,
+          // k-tile t + 1 is complete.
+          cp_async_wait<kStages - 2>();
+          __syncthreads();
+          read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
+          tt.load_fragments(sA[read_stage][0], sB[read_stage][0], 0);
+        }
+        tt.fma(kk % kBufs);
       }
-      // The last trip, unrolled: its last step loads the next k-tile's first depth.
-#pragma unroll
-      for (int u = 0; u < Config::kUnrollK - 1; ++u) {
-        tt.load_fragments(sA_k + (u + 1) * Config::kPitchA, sB_k + (u + 1) * Config::kPitchB,
-                          (u + 1) % Tile::kFragBuffers);
-        tt.fma(u % Tile::kFragBuffers);
-      }
-      if (t + 1 < kt_count) {
-        // Groups committed so far: kStages - 1 + t + 1; with at most kStages - 2 pending,
-        // k-tile t + 1 is complete.
-        cp_async_wait<kStages - 2>();
-        __syncthreads();
-        read_stage = read_stage + 1 == kStages ? 0 : read_stage + 1;
-        tt.load_fragments(sA[read_stage][0], sB[read_stage][0], 0);
-      }
-      tt.fma(Tile::kFragBuffers - 1);
     }
   }
   cp_async_wait<0>();  // no copy outlives the block (the trailing groups are empty)
