@@ -1,11 +1,14 @@
 """Runs every CUDA kernel of the build on shapes with edge tiles, in every dtype it takes and in
-transposed/offset layouts, once each: the workload scripts/sanitize.sh runs under
-compute-sanitizer. Exits non-zero if any result is wrong.
+transposed/offset layouts, once each, plus one linear_tiled with a bias per kernel and dtype: the
+workload scripts/sanitize.sh runs under compute-sanitizer. Exits non-zero if any result is wrong.
+A kernel that multiplies float32 in TF32 runs its float32 cases with TF32 allowed (and a TF32
+tolerance). SANITIZE_KERNELS=wgmma_sm90,mma_sm80 restricts the run to those kernels.
 
 Inputs are made on the CPU and copied to the GPU, and results are checked on the CPU: the
 sanitizers instrument only our kernels (--kernel-name kns=gemm_), so memory written by torch's
 own kernels would look uninitialized to initcheck, while host copies are tracked."""
 
+import os
 import sys
 
 import torch
@@ -14,29 +17,65 @@ import torch_gemm
 from torch_gemm.ops import DTYPE_BY_NAME
 
 SHAPES = [(1, 1, 1), (7, 5, 3), (33, 65, 17), (129, 257, 31), (128, 128, 8), (255, 129, 130), (16, 4, 513)]
+# For the tensor-core kernels: C rows 16-byte aligned (wgmma's TMA-store epilogue), edge tiles in
+# M, N and K, and more tiles than SMs (a persistent block stores several tiles through its ring).
+TENSOR_CORE_SHAPES = [(200, 264, 72), (1250, 4352, 40)]
+TENSOR_CORE_KERNELS = ("wgmma_sm90", "mma_sm80")
+
+
+def tolerance(dtype: torch.dtype, tf32: bool) -> float:
+    if dtype in (torch.float32, torch.float64):
+        return 1e-2 if tf32 else 1e-5
+    return 2e-2
+
+
+def check(name: str, what: str, out: torch.Tensor, ref: torch.Tensor, tol: float) -> int:
+    err = ((out.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    if err < tol:
+        return 0
+    print(f"WRONG {name} {what}: {err:.2e}")
+    return 1
+
+
+def run_cases(name: str, dtype: torch.dtype, shapes: list, tol: float) -> int:
+    """Every shape in the four layouts through mm_tiled, then the last shape through linear_tiled
+    with a bias (added in the kernel's epilogue); returns the number of wrong results."""
+    bad = 0
+    for M, N, K in shapes:
+        for a_t, b_t, offset in ((False, False, 0), (True, False, 0), (False, True, 1), (True, True, 1)):
+            a_base = torch.randn((K, M + offset) if a_t else (M, K + offset)).to(dtype)
+            b_base = torch.randn((N, K + offset) if b_t else (K, N + offset)).to(dtype)
+            a_cpu = a_base[:, offset:].t() if a_t else a_base[:, offset:]
+            b_cpu = b_base[:, offset:].t() if b_t else b_base[:, offset:]
+            a_gpu, b_gpu = a_base.cuda(), b_base.cuda()
+            a = a_gpu[:, offset:].t() if a_t else a_gpu[:, offset:]
+            b = b_gpu[:, offset:].t() if b_t else b_gpu[:, offset:]
+            out = torch_gemm.mm_tiled(a, b, kernel=name).cpu()
+            ref = a_cpu.double() @ b_cpu.double()
+            bad += check(name, f"{dtype} {(M, N, K)} a_t={a_t} b_t={b_t}", out, ref, tol)
+    M, N, K = shapes[-1]
+    x, w, bias = torch.randn(M, K).to(dtype), torch.randn(N, K).to(dtype), torch.randn(N).to(dtype)
+    out = torch_gemm.linear_tiled(x.cuda(), w.cuda(), bias.cuda(), kernel=name).cpu()
+    ref = x.double() @ w.double().t() + bias.double()
+    return bad + check(name, f"{dtype} linear {(M, N, K)} + bias", out, ref, tol)
 
 
 def main() -> int:
+    only = [k for k in os.environ.get("SANITIZE_KERNELS", "").split(",") if k]
     bad = 0
     for row in torch_gemm.kernel_table():
-        if row["device"] != "cuda":
+        if row["device"] != "cuda" or (only and row["name"] not in only):
             continue
+        name = row["name"]
+        shapes = SHAPES + (TENSOR_CORE_SHAPES if name in TENSOR_CORE_KERNELS else [])
         for dtype in (DTYPE_BY_NAME[d] for d in row["dtypes"]):
-            for M, N, K in SHAPES:
-                for a_t, b_t, offset in ((False, False, 0), (True, False, 0), (False, True, 1), (True, True, 1)):
-                    a_base = torch.randn((K, M + offset) if a_t else (M, K + offset)).to(dtype)
-                    b_base = torch.randn((N, K + offset) if b_t else (K, N + offset)).to(dtype)
-                    a_cpu = a_base[:, offset:].t() if a_t else a_base[:, offset:]
-                    b_cpu = b_base[:, offset:].t() if b_t else b_base[:, offset:]
-                    a_gpu, b_gpu = a_base.cuda(), b_base.cuda()
-                    a = a_gpu[:, offset:].t() if a_t else a_gpu[:, offset:]
-                    b = b_gpu[:, offset:].t() if b_t else b_gpu[:, offset:]
-                    out = torch_gemm.mm_tiled(a, b, kernel=row["name"]).cpu()
-                    ref = a_cpu.double() @ b_cpu.double()
-                    err = ((out.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-                    if not err < (1e-5 if dtype in (torch.float32, torch.float64) else 2e-2):
-                        print(f"WRONG {row['name']} {dtype} {(M, N, K)} a_t={a_t} b_t={b_t}: {err:.2e}")
-                        bad += 1
+            tf32 = bool(row.get("tf32")) and dtype == torch.float32
+            allowed = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            try:
+                bad += run_cases(name, dtype, shapes, tolerance(dtype, tf32))
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = allowed
     torch.cuda.synchronize()
     print(f"sanitize_cases: {'all correct' if not bad else f'{bad} wrong'}")
     return 1 if bad else 0
