@@ -11,6 +11,7 @@ from gemm_testing import (
     kernel_dtype_params,
     make_operands,
     poisoned_outputs,
+    randn,
     requires_cuda,
     tf32_allowed,
 )
@@ -133,3 +134,46 @@ def test_float32_uses_tf32_only_where_torch_allows_it():
         assert_close_to_reference(out, a, b)
         # Both sides fill a 128-row tile: auto picked the TF32 kernel (deterministic).
         assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel=tf32_kernels[0]))
+
+
+# wgmma_sm90 takes 64×256 tiles (one consumer warpgroup) where its 128×256 tiles would not fill
+# half the SMs, 128×256 otherwise: shapes on both sides of that line (on a 132-SM H100/H200:
+# 81 and 90 tiles of 128×256; 40 and 28), single and batched, in every layout and dtype.
+WGMMA_TILE_SHAPES = [(1, 1100, 2100, 200), (3, 700, 1100, 96), (1, 300, 1000, 130), (2, 200, 700, 300)]
+
+
+def batched_operands(batch, M, N, K, layout, dtype, gen):
+    """(batch, M, K) and (batch, K, N) views laid out per batch element as make_operands lays
+    out one product (transposed views, or slices at odd offsets)."""
+    if layout == "sliced":
+        big_a = randn((batch, M + 3, K + 5), dtype, "cuda", gen)
+        big_b = randn((batch, K + 2, N + 7), dtype, "cuda", gen)
+        return big_a[:, :M, 3 : K + 3], big_b[:, :K, 5 : N + 5]
+    a_t, b_t = layout in ("a_t", "both_t"), layout in ("b_t", "both_t")
+    a = randn((batch, K, M), dtype, "cuda", gen).transpose(1, 2) if a_t else randn((batch, M, K), dtype, "cuda", gen)
+    b = randn((batch, N, K), dtype, "cuda", gen).transpose(1, 2) if b_t else randn((batch, K, N), dtype, "cuda", gen)
+    return a, b
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_wgmma_both_tile_heights(dtype, layout):
+    if not any(r["name"] == "wgmma_sm90" and r["device"] == "cuda" for r in torch_gemm.kernel_table()):
+        pytest.skip("this build has no wgmma_sm90")
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma_sm90 runs on sm_90 only")
+    with tf32_allowed(dtype == torch.float32):
+        for batch, M, N, K in WGMMA_TILE_SHAPES:
+            gen = generator("cuda", "wgmma_tiles", str(dtype), layout, batch, M, N, K)
+            if batch == 1:
+                a, b = make_operands(M, N, K, layout, dtype, "cuda", gen)
+                with poisoned_outputs():
+                    out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
+                assert_close_to_reference(out, a, b)
+            else:
+                a, b = batched_operands(batch, M, N, K, layout, dtype, gen)
+                with poisoned_outputs():
+                    out = torch_gemm.bmm_tiled(a, b, kernel="wgmma_sm90")
+                for i in range(batch):
+                    assert_close_to_reference(out[i], a[i], b[i])

@@ -15,8 +15,10 @@ using GemmWorkspaceFn = int64_t (*)(const GemmParams&);
 // warptile's block tile, (kBlockM, kBlockN): kernel="auto" counts its tiles against the SMs.
 constexpr int64_t kWarptileBlockM = 128;
 constexpr int64_t kWarptileBlockN = 128;
-// wgmma_sm90's block tile: kernel="auto" counts its tiles too.
+// wgmma_sm90's block tile: kernel="auto" counts its tiles too. The launcher takes 64-row tiles
+// (kWgmmaNarrowBlockM, one consumer warpgroup) where the 128-row ones would not fill half the SMs.
 constexpr int64_t kWgmmaBlockM = 128;
+constexpr int64_t kWgmmaNarrowBlockM = 64;
 constexpr int64_t kWgmmaBlockN = 256;
 
 cudaError_t launch_gemm_naive(const GemmParams& params, cudaStream_t stream);

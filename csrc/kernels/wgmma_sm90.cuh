@@ -31,9 +31,12 @@
 
 namespace torch_gemm {
 
-// The tile and pipeline for operand type T (bf16/fp16, or fp32 read as tf32). Every size is in bytes of 128-byte swizzled rows, so the 16-bit and tf32 kernels share
-// one shape: a k-tile is one 128-byte row of K (64 or 32 elements), a wgmma reads 32 bytes of it.
-template <typename T>
+// The tile and pipeline for operand type T (bf16/fp16, or fp32 read as tf32) and kConsumers
+// consumer warpgroups (2: 128×256 tiles; 1: 64×256 tiles, twice as many, for shapes whose 128×256
+// tiles would leave most SMs idle). Every size is in bytes of 128-byte swizzled rows, so the
+// 16-bit and tf32 kernels share one shape: a k-tile is one 128-byte row of K (64 or 32 elements),
+// a wgmma reads 32 bytes of it.
+template <typename T, int kConsumers_ = 2>
 struct WgmmaConfig {
   static constexpr bool kTf32 = std::is_same_v<T, float>;
   static constexpr int kElementBytes = sizeof(T);
@@ -42,17 +45,20 @@ struct WgmmaConfig {
   static constexpr int kMmaM = 64;                 // wgmma's M per warpgroup
   static constexpr int kMmaN = 256;                // wgmma's largest N: B read once per k-step
   static constexpr int kMmaK = 32 / kElementBytes; // K per wgmma: 16 (16-bit) or 8 (tf32)
-  static constexpr int kConsumers = 2;             // consumer warpgroups, one 64-row half each
-  static constexpr int kBlockM = kConsumers * kMmaM;  // 128 rows of C per tile
+  static constexpr int kConsumers = kConsumers_;   // consumer warpgroups, 64 rows of C each
+  static constexpr int kBlockM = kConsumers * kMmaM;  // 128 (or 64) rows of C per tile
   static constexpr int kBlockN = kMmaN;               // 256 columns of C per tile
-  static_assert(kBlockM == kWgmmaBlockM && kBlockN == kWgmmaBlockN, "launch.h tells auto the tile");
+  static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
+  static_assert(kBlockM == (kConsumers == 2 ? kWgmmaBlockM : kWgmmaNarrowBlockM) &&
+                    kBlockN == kWgmmaBlockN,
+                "launch.h tells auto the tiles");
   // k-tiles in flight, 48 KB each: 4 leave room for two 8 KB epilogue boxes per consumer (3
   // stages with a whole-tile ring of 4 boxes measured no faster, benchmarks/NOTES.md).
   static constexpr int kStages = 4;
   static constexpr int kWarpgroupThreads = 128;
   static constexpr int kThreads = (kConsumers + 1) * kWarpgroupThreads;  // + the producer's
   // setmaxnreg: the producer needs a handful of registers, each consumer 128 accumulators plus
-  // addressing; 128·40 + 256·232 = 64512 of the SM's 65536.
+  // addressing; 128·40 + 256·232 = 64512 of the SM's 65536 (one consumer: 34816).
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
   static constexpr int kGroupM = 8;                // tile rows per rasterization group (L2 reuse)
@@ -511,14 +517,14 @@ __device__ __forceinline__ void store_tile_tma(const CUtensorMap* map_c, const W
 // which decides the boxes the producer copies and the descriptors and transposes of the wgmmas.
 // kClusterM: blocks per cluster, each computing one of kClusterM tiles stacked along M. They
 // share B: each block's producer copies 1/kClusterM of it and multicasts it to all of them, so
-// B crosses L2 → SM once per cluster instead of once per block.
-template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM>
-__global__ void __launch_bounds__(WgmmaConfig<T>::kThreads, 1)
+// B crosses L2 → SM once per cluster instead of once per block. kConsumers: WgmmaConfig's.
+template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM, int kConsumers>
+__global__ void __launch_bounds__(WgmmaConfig<T, kConsumers>::kThreads, 1)
 gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                        const __grid_constant__ CUtensorMap map_b,
                        const __grid_constant__ CUtensorMap map_c, const WgmmaParams p) {
 #ifdef TORCH_GEMM_SM90A_DEVICE
-  using Config = WgmmaConfig<T>;
+  using Config = WgmmaConfig<T, kConsumers>;
   using namespace sm90;
   constexpr int kStages = Config::kStages, kBlockK = Config::kBlockK;
   static_assert(kClusterM == 1 || kClusterM == 2, "one block, or a pair sharing B");
@@ -616,7 +622,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     }
     __syncwarp();  // warp 0 reconverges before the cluster barrier, which needs whole warps
   } else {
-    // Consumers: warpgroup 1 computes rows 0..63 of each tile, warpgroup 2 rows 64..127.
+    // Consumers: warpgroup 1 computes rows 0..63 of each tile, warpgroup 2 (if any) rows 64..127.
     setmaxnreg_inc<Config::kConsumerRegs>();
     const int consumer = warpgroup - 1;
     const bool leader = threadIdx.x % Config::kWarpgroupThreads == 0;

@@ -204,11 +204,11 @@ bool encode_output_map(CUtensorMap* map, const GemmParams& p, CUtensorMapDataTyp
 
 // The persistent grid: one block per SM, or as many clusters as fit at once, but never more
 // turns than there are tiles.
-template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM>
+template <typename T, int kConsumers, bool kKMajorA, bool kKMajorB, int kClusterM>
 cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
                           const CUtensorMap& map_c, const WgmmaParams& wp, cudaStream_t stream) {
-  using Config = WgmmaConfig<T>;
-  const auto kernel = gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB, kClusterM>;
+  using Config = WgmmaConfig<T, kConsumers>;
+  const auto kernel = gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB, kClusterM, kConsumers>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -249,12 +249,22 @@ bool clusters_enabled() {
   return enabled;
 }
 
-template <typename T, bool kKMajorA, bool kKMajorB>
+template <typename T, int kConsumers, bool kKMajorA, bool kKMajorB>
 cudaError_t launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
                           const CUtensorMap& map_c, const WgmmaParams& wp, bool clusters,
                           cudaStream_t stream) {
-  return clusters ? launch_kernel<T, kKMajorA, kKMajorB, 2>(map_a, map_b, map_c, wp, stream)
-                  : launch_kernel<T, kKMajorA, kKMajorB, 1>(map_a, map_b, map_c, wp, stream);
+  return clusters
+             ? launch_kernel<T, kConsumers, kKMajorA, kKMajorB, 2>(map_a, map_b, map_c, wp, stream)
+             : launch_kernel<T, kConsumers, kKMajorA, kKMajorB, 1>(map_a, map_b, map_c, wp, stream);
+}
+
+// Whether a product takes the one-consumer 64×256 tiles: where its 128×256 tiles (over the
+// batch) would not fill half the SMs, so that twice as many blocks work (1000³ bf16: 32 tiles of
+// 128×256, 64 of 64×256, on 132 SMs).
+bool narrow_tiles(const GemmParams& p) {
+  const int64_t wide = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, kWgmmaBlockN);
+  const int64_t limit = current_sm_count() / 2;
+  return wide < limit && p.batch < limit && wide * p.batch < limit;
 }
 
 template <typename T> constexpr CUtensorMapDataType kTensorMapType = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
@@ -267,51 +277,59 @@ struct WgmmaLauncher {
     if constexpr (std::is_same_v<T, double>) {
       return cudaErrorInvalidValue;  // bf16 / fp16, and fp32 read as tf32
     } else {
-      using Config = WgmmaConfig<T>;
       if (p.M == 0 || p.N == 0 || p.batch == 0) return cudaSuccess;
-      const int64_t tiles_m = ceil_div(p.M, Config::kBlockM), tiles_n = ceil_div(p.N, Config::kBlockN);
-      if (p.M > INT_MAX || p.N > INT_MAX || p.K > INT_MAX || tiles_m * tiles_n * p.batch > INT_MAX) {
-        return cudaErrorInvalidValue;
-      }
-      WgmmaPlan plan = plan_wgmma(p);
-      if (plan.workspace_bytes > p.workspace_bytes) return cudaErrorInvalidValue;
-      const bool batched = p.batch > 1;
-      if (plan.a.repack) {
-        const cudaError_t err = repack<T>(&plan.a, p.a_stride_m, p.a_stride_k,
-                                          batched ? p.a_stride_batch : 0, p.workspace, stream);
-        if (err != cudaSuccess) return err;
-      }
-      if (plan.b.repack) {
-        const cudaError_t err = repack<T>(&plan.b, p.b_stride_n, p.b_stride_k,
-                                          batched ? p.b_stride_batch : 0, p.workspace, stream);
-        if (err != cudaSuccess) return err;
-      }
-      // With clusters each block copies (and multicasts) half of B's rows.
-      const bool clusters = clusters_enabled() && tiles_m >= 2;
-      const bool tma_store = tma_store_ok(p);
-      CUtensorMap map_a, map_b, map_c{};
-      if (!encode_operand_map<Config>(&map_a, plan.a, Config::kBlockM, kTensorMapType<T>) ||
-          !encode_operand_map<Config>(&map_b, plan.b, Config::kBlockN / (clusters ? 2 : 1),
-                                      kTensorMapType<T>) ||
-          (tma_store && !encode_output_map<Config>(&map_c, p, kTensorMapType<T>))) {
-        return cudaErrorInvalidValue;
-      }
-      WgmmaParams wp{static_cast<int>(p.M), static_cast<int>(p.N), static_cast<int>(p.K),
-                     static_cast<int>(p.batch), static_cast<int>(tiles_m), static_cast<int>(tiles_n),
-                     p.c, p.c_stride_m, p.c_stride_n, p.c_stride_batch, p.bias, p.bias_stride,
-                     tma_store};
-      if constexpr (std::is_same_v<T, float>) {
-        return launch_layout<T, true, true>(map_a, map_b, map_c, wp, clusters, stream);
-      } else {
-        if (plan.a.k_major) {
-          return plan.b.k_major
-                     ? launch_layout<T, true, true>(map_a, map_b, map_c, wp, clusters, stream)
-                     : launch_layout<T, true, false>(map_a, map_b, map_c, wp, clusters, stream);
-        }
+      return narrow_tiles(p) ? run_config<1>(p, stream) : run_config<2>(p, stream);
+    }
+  }
+
+  // Repacks what TMA cannot read, encodes the tensor maps and launches the kernel with
+  // kConsumers consumer warpgroups (WgmmaConfig) for the operands' majors and the cluster choice.
+  template <int kConsumers>
+  static cudaError_t run_config(const GemmParams& p, cudaStream_t stream) {
+    using Config = WgmmaConfig<T, kConsumers>;
+    const int64_t tiles_m = ceil_div(p.M, Config::kBlockM), tiles_n = ceil_div(p.N, Config::kBlockN);
+    if (p.M > INT_MAX || p.N > INT_MAX || p.K > INT_MAX || tiles_m * tiles_n * p.batch > INT_MAX) {
+      return cudaErrorInvalidValue;
+    }
+    WgmmaPlan plan = plan_wgmma(p);
+    if (plan.workspace_bytes > p.workspace_bytes) return cudaErrorInvalidValue;
+    const bool batched = p.batch > 1;
+    if (plan.a.repack) {
+      const cudaError_t err = repack<T>(&plan.a, p.a_stride_m, p.a_stride_k,
+                                        batched ? p.a_stride_batch : 0, p.workspace, stream);
+      if (err != cudaSuccess) return err;
+    }
+    if (plan.b.repack) {
+      const cudaError_t err = repack<T>(&plan.b, p.b_stride_n, p.b_stride_k,
+                                        batched ? p.b_stride_batch : 0, p.workspace, stream);
+      if (err != cudaSuccess) return err;
+    }
+    // With clusters each block copies (and multicasts) half of B's rows.
+    const bool clusters = clusters_enabled() && tiles_m >= 2;
+    const bool tma_store = tma_store_ok(p);
+    CUtensorMap map_a, map_b, map_c{};
+    if (!encode_operand_map<Config>(&map_a, plan.a, Config::kBlockM, kTensorMapType<T>) ||
+        !encode_operand_map<Config>(&map_b, plan.b, Config::kBlockN / (clusters ? 2 : 1),
+                                    kTensorMapType<T>) ||
+        (tma_store && !encode_output_map<Config>(&map_c, p, kTensorMapType<T>))) {
+      return cudaErrorInvalidValue;
+    }
+    WgmmaParams wp{static_cast<int>(p.M), static_cast<int>(p.N), static_cast<int>(p.K),
+                   static_cast<int>(p.batch), static_cast<int>(tiles_m), static_cast<int>(tiles_n),
+                   p.c, p.c_stride_m, p.c_stride_n, p.c_stride_batch, p.bias, p.bias_stride,
+                   tma_store};
+    constexpr int C = kConsumers;
+    if constexpr (std::is_same_v<T, float>) {
+      return launch_layout<T, C, true, true>(map_a, map_b, map_c, wp, clusters, stream);
+    } else {
+      if (plan.a.k_major) {
         return plan.b.k_major
-                   ? launch_layout<T, false, true>(map_a, map_b, map_c, wp, clusters, stream)
-                   : launch_layout<T, false, false>(map_a, map_b, map_c, wp, clusters, stream);
+                   ? launch_layout<T, C, true, true>(map_a, map_b, map_c, wp, clusters, stream)
+                   : launch_layout<T, C, true, false>(map_a, map_b, map_c, wp, clusters, stream);
       }
+      return plan.b.k_major
+                 ? launch_layout<T, C, false, true>(map_a, map_b, map_c, wp, clusters, stream)
+                 : launch_layout<T, C, false, false>(map_a, map_b, map_c, wp, clusters, stream);
     }
   }
 };

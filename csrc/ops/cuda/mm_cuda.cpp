@@ -47,9 +47,9 @@ int current_sm() {
 // - min(M, N) <= 32 (decode): smem16, 3x warptile (2.75 vs 0.87 TFLOP/s at 16x4096x4096);
 // - under 48 output tiles: smem32 (7.15 vs 3.42 at 64x4096x4096, ~6.3 vs ~3.3 at 512^3), while
 //   from 64 tiles on warptile wins (13.6 vs 7.3 at 256x4096x4096, 12.4 vs 7.3 at 1000^3).
-// bf16/fp16: the tensor cores, wgmma on sm_90 (in builds with sm_90a code) wherever its 128x256
-// tiles are at least kWgmmaMinTiles (1000^3, 32 tiles: mma_sm80's 128x128 tiles 114 TFLOP/s
-// against wgmma's 89; 4096^3: wgmma 674 against 397), mma.sync from sm_80.
+// bf16/fp16: the tensor cores, wgmma on sm_90 (in builds with sm_90a code) wherever its 64x256
+// tiles (the ones its launcher takes when 128x256 tiles would leave most SMs idle) are at least
+// kWgmmaMinTiles (4096^3: wgmma 674 TFLOP/s against mma_sm80's 397), mma.sync from sm_80.
 // fp32 where torch allows TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile
 // (there is no mma.sync tf32 rung to fall back to, and the CUDA cores ran 1024^3 at 28.8 TFLOP/s
 // against torch's 130); otherwise (decode shapes, other GPUs, TF32 not allowed) the CUDA cores.
@@ -64,7 +64,7 @@ std::string_view choose_auto_kernel(DType dtype, bool allow_tf32, int sm, int64_
 #ifdef TORCH_GEMM_WITH_SM90A
   constexpr int kWgmmaSm = 90;
   constexpr int64_t kWgmmaMinTiles = 64;
-  const int64_t wgmma_tiles = ceil_div(M, kWgmmaBlockM) * ceil_div(N, kWgmmaBlockN) * batch;
+  const int64_t wgmma_tiles = ceil_div(M, kWgmmaNarrowBlockM) * ceil_div(N, kWgmmaBlockN) * batch;
   if (sm == kWgmmaSm && sixteen_bit && wgmma_tiles >= kWgmmaMinTiles) return "wgmma_sm90";
   if (sm == kWgmmaSm && dtype == DType::kFloat32 && allow_tf32 && std::min(M, N) >= kWgmmaBlockM) {
     return "wgmma_sm90";
