@@ -17,9 +17,11 @@ import torch_gemm
 from torch_gemm.ops import DTYPE_BY_NAME
 
 SHAPES = [(1, 1, 1), (7, 5, 3), (33, 65, 17), (129, 257, 31), (128, 128, 8), (255, 129, 130), (16, 4, 513)]
-# For the tensor-core kernels: C rows 16-byte aligned (wgmma's TMA-store epilogue), edge tiles in
-# M, N and K, and more tiles than SMs (a persistent block stores several tiles through its ring).
-TENSOR_CORE_SHAPES = [(200, 264, 72), (1250, 4352, 40)]
+# For the tensor-core kernels: C rows 16-byte aligned (wgmma's TMA-store epilogue) with edge tiles
+# in M, N and K; the first takes wgmma's 64×256 tiles, the second its 128×256 ones (180 tiles:
+# more than the SMs, so a persistent block stores several tiles through its box ring) with K long
+# enough (5 k-tiles of 64, 10 of tf32's 32) for the 4-stage ring to wrap.
+TENSOR_CORE_SHAPES = [(200, 264, 72), (1250, 4400, 320)]
 TENSOR_CORE_KERNELS = ("wgmma_sm90", "mma_sm80")
 
 
@@ -62,9 +64,19 @@ def run_cases(name: str, dtype: torch.dtype, shapes: list, tol: float) -> int:
 
 def main() -> int:
     only = [k for k in os.environ.get("SANITIZE_KERNELS", "").split(",") if k]
+    names = {row["name"] for row in torch_gemm.kernel_table() if row["device"] == "cuda"}
+    unknown = sorted(set(only) - names)
+    if unknown:
+        print(f"sanitize_cases: SANITIZE_KERNELS names no CUDA kernel of this build: {unknown} "
+              f"(there are {sorted(names)})")
+        return 2
+    major, minor = torch.cuda.get_device_capability()
     bad = 0
     for row in torch_gemm.kernel_table():
         if row["device"] != "cuda" or (only and row["name"] not in only):
+            continue
+        if row["min_sm"] > major * 10 + minor:
+            print(f"sanitize_cases: {row['name']} needs sm_{row['min_sm']}, skipped on sm_{major}{minor}")
             continue
         name = row["name"]
         shapes = SHAPES + (TENSOR_CORE_SHAPES if name in TENSOR_CORE_KERNELS else [])

@@ -138,8 +138,10 @@ def test_float32_uses_tf32_only_where_torch_allows_it():
 
 # wgmma_sm90 takes 64×256 tiles (one consumer warpgroup) where its 128×256 tiles would not fill
 # half the SMs, 128×256 otherwise: shapes on both sides of that line (on a 132-SM H100/H200:
-# 81 and 90 tiles of 128×256; 40 and 28), single and batched, in every layout and dtype.
-WGMMA_TILE_SHAPES = [(1, 1100, 2100, 200), (3, 700, 1100, 96), (1, 300, 1000, 130), (2, 200, 700, 300)]
+# 81, 72 and 90 tiles of 128×256, the 72 with C rows 16-byte aligned for the TMA-store epilogue;
+# then 12 and 12), single and batched, in every layout and dtype, and linear_tiled with a bias.
+WGMMA_TILE_SHAPES = [(1, 1100, 2100, 200), (1, 1024, 2304, 200), (3, 700, 1100, 96),
+                     (1, 300, 1000, 130), (2, 200, 700, 300)]
 
 
 def batched_operands(batch, M, N, K, layout, dtype, gen):
@@ -177,3 +179,10 @@ def test_wgmma_both_tile_heights(dtype, layout):
                     out = torch_gemm.bmm_tiled(a, b, kernel="wgmma_sm90")
                 for i in range(batch):
                     assert_close_to_reference(out[i], a[i], b[i])
+        for M, N, K in [(1024, 2304, 200), (300, 1000, 130)]:  # the bias in both epilogues
+            gen = generator("cuda", "wgmma_tiles_bias", str(dtype), layout, M, N, K)
+            x, w = randn((M, K), dtype, "cuda", gen), randn((N, K), dtype, "cuda", gen)
+            bias = randn((N,), dtype, "cuda", gen)
+            with poisoned_outputs():
+                out = torch_gemm.linear_tiled(x, w, bias, kernel="wgmma_sm90")
+            assert_close_to_reference(out, x, w.t(), bias)

@@ -4,10 +4,10 @@
 // Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
 // memory, completing on mbarriers, so no thread computes an address or a bounds test in the main
 // loop (TMA zero-fills outside the matrix); two consumer warpgroups (one, on 64×256 tiles, for
-// shapes with few tiles) each issue one wgmma.m64n256 per 32 bytes of K, reading both operands straight from shared memory (tf32: A
-// through registers, to be rounded to nearest), with the accumulators (128 floats a thread) in
-// registers that setmaxnreg moves from producer to consumers. Pairs of blocks form a cluster and
-// share B through TMA multicast. The grid is persistent (one block per SM walking the tiles in
+// shapes with few tiles) each issue one wgmma.m64n256 per 32 bytes of K, reading both operands
+// straight from shared memory (tf32: A through registers, to be rounded to nearest), with the
+// accumulators (128 floats a thread) in registers that setmaxnreg moves from producer to
+// consumers. Pairs of blocks form a cluster and share B through TMA multicast. The grid is persistent (one block per SM walking the tiles in
 // L2-friendly groups), and C leaves through shared memory by TMA stores that run on while the
 // consumers start the next tile.
 #pragma once
@@ -52,13 +52,15 @@ struct WgmmaConfig {
   static_assert(kBlockM == (kConsumers == 2 ? kWgmmaBlockM : kWgmmaNarrowBlockM) &&
                     kBlockN == kWgmmaBlockN,
                 "launch.h tells auto the tiles");
-  // k-tiles in flight, 48 KB each: 4 leave room for two 8 KB epilogue boxes per consumer (3
-  // stages with a whole-tile ring of 4 boxes measured no faster, benchmarks/NOTES.md).
+  // k-tiles in flight, 48 KB each (40 KB with one consumer): 4 leave room for two 8 KB epilogue
+  // boxes per consumer, or 4–8 with one (3 stages with a whole-tile ring of 4 boxes measured no
+  // faster, benchmarks/NOTES.md).
   static constexpr int kStages = 4;
   static constexpr int kWarpgroupThreads = 128;
   static constexpr int kThreads = (kConsumers + 1) * kWarpgroupThreads;  // + the producer's
   // setmaxnreg: the producer needs a handful of registers, each consumer 128 accumulators plus
-  // addressing; 128·40 + 256·232 = 64512 of the SM's 65536 (one consumer: 34816).
+  // addressing; 128·40 + 256·232 = 64512 of the SM's 65536. With one consumer the kernel is
+  // compiled at 232 registers for all 256 threads (59392), so the consumer's increase is a no-op.
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
   static constexpr int kGroupM = 8;                // tile rows per rasterization group (L2 reuse)
@@ -66,7 +68,7 @@ struct WgmmaConfig {
   // (kBlockK rows of K) × (kMNBox along M or N): one 128-byte swizzled row of M or N.
   static constexpr int kMNBox = kSwizzleBytes / kElementBytes;
   static constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes;  // 8 rows: the swizzle's period
-  static constexpr int kStageBytesA = kBlockM * kBlockK * kElementBytes;  // 16 KB
+  static constexpr int kStageBytesA = kBlockM * kBlockK * kElementBytes;  // 16 KB (8: 1 consumer)
   static constexpr int kStageBytesB = kBlockN * kBlockK * kElementBytes;  // 32 KB
   static constexpr int kMNBoxBytes = kMNBox * kBlockK * kElementBytes;    // 8 KB
   // The epilogue: C leaves through shared memory in boxes of 64 rows × 128 bytes, swizzled like
@@ -122,7 +124,7 @@ __device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
 }
 
 // ---- mbarriers: a stage is full when the TMA copies' bytes have landed (expect_tx + complete_tx),
-// empty when both consumer warpgroups have arrived after their last wgmma reading it.
+// empty when every consumer warpgroup has arrived after its last wgmma reading it.
 
 __device__ __forceinline__ void mbarrier_init(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
@@ -537,7 +539,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   unsigned char* smem = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + Config::kSwizzleAtomBytes - 1) &
       ~static_cast<uintptr_t>(Config::kSwizzleAtomBytes - 1));
-  unsigned char* sA = smem;                                            // (kStages, 16 KB)
+  unsigned char* sA = smem;                                            // (kStages, 16 or 8 KB)
   unsigned char* sB = smem + kStages * Config::kStageBytesA;           // (kStages, 32 KB)
   unsigned char* sC = sB + kStages * Config::kStageBytesB;  // (consumer, kEpilogueBoxes, 8 KB)
   uint64_t* full = reinterpret_cast<uint64_t*>(sC + Config::kEpilogueBytes);

@@ -287,7 +287,8 @@ struct WgmmaLauncher {
   template <int kConsumers>
   static cudaError_t run_config(const GemmParams& p, cudaStream_t stream) {
     using Config = WgmmaConfig<T, kConsumers>;
-    const int64_t tiles_m = ceil_div(p.M, Config::kBlockM), tiles_n = ceil_div(p.N, Config::kBlockN);
+    const int64_t tiles_m = ceil_div(p.M, Config::kBlockM);
+    const int64_t tiles_n = ceil_div(p.N, Config::kBlockN);
     if (p.M > INT_MAX || p.N > INT_MAX || p.K > INT_MAX || tiles_m * tiles_n * p.batch > INT_MAX) {
       return cudaErrorInvalidValue;
     }
