@@ -1,7 +1,8 @@
 // Tuning harness for the fp32 register-tiled rungs: times tile configurations of the multistage
 // kernel (and warptile, the baseline) in one layout (--layout NN|NT|TN|TT, default NN), without
-// torch, so that many configurations build in one nvcc call and run in one GPU session. The numbers it prints are for
-// choosing a configuration; the record comes from bench_mm.py against torch.mm in the same run.
+// torch, so that many configurations build in one nvcc call and run in one GPU session. The
+// numbers it prints are for choosing a configuration; the record comes from bench_mm.py against
+// torch.mm in the same run.
 //
 //   nvcc -std=c++17 -O3 -Icsrc -gencode=arch=compute_90a,code=sm_90a benchmarks/tune_fp32.cu \
 //        -o tune_fp32 && ./tune_fp32 [--layout NT] [--only SUBSTR] [--once] [M,N,K ...]
@@ -45,43 +46,40 @@ __global__ void fill_uniform(float* x, int64_t n, uint32_t seed) {
   }
 }
 
-// The operand layouts from the strides (A K-major when a_stride_k == 1, B MN-major when
-// b_stride_n == 1), float4 where every extent is a multiple of 4, scalar otherwise.
-template <typename Runner>
-cudaError_t dispatch(const GemmParams& p, const SplitK& split, float* ws, cudaStream_t s) {
-  const bool a_k = p.a_stride_k == 1, b_mn = p.b_stride_n == 1;
-  const bool vec = p.K % 4 == 0 && p.N % 4 == 0 && p.M % 4 == 0;
-  if (!vec) return Runner::template run<KMajorScalar, MNMajorScalar>(p, split, ws, s);
-  if (a_k && b_mn) return Runner::template run<KMajorVec, MNMajorVec>(p, split, ws, s);
-  if (a_k) return Runner::template run<KMajorVec, KMajorVec>(p, split, ws, s);
-  if (b_mn) return Runner::template run<MNMajorVec, MNMajorVec>(p, split, ws, s);
-  return Runner::template run<MNMajorVec, KMajorVec>(p, split, ws, s);
-}
-// Runner::run<LayoutA, LayoutB> for the multistage kernel of one configuration, and for warptile.
+// The split a variant is timed with: dispatch_operand_layouts (the library's choice of the load
+// instantiation from the strides and alignment, so the tuner times what mm_tiled runs) passes a
+// Launch only the params, which carry the workspace, and the stream.
+SplitK g_split;
+
 template <typename Config>
-struct MsRunner {
-  template <typename LA, typename LB>
-  static cudaError_t run(const GemmParams& p, const SplitK& split, float* ws, cudaStream_t s) {
-    return run_multistage<Config, LA, LB>(p, split, ws, s);
+struct MultistageLaunch {
+  template <typename LayoutA, typename LayoutB>
+  static cudaError_t run(const GemmParams& p, cudaStream_t s) {
+    return run_multistage<Config, LayoutA, LayoutB>(p, g_split, static_cast<float*>(p.workspace), s);
   }
 };
+
 template <typename Config>
 cudaError_t run_config(const GemmParams& p, const SplitK& split, float* ws, cudaStream_t s) {
-  return dispatch<MsRunner<Config>>(p, split, ws, s);
+  g_split = split;
+  GemmParams with_workspace = p;
+  with_workspace.workspace = ws;
+  return dispatch_operand_layouts<MultistageLaunch<Config>>(with_workspace, s);
 }
 
-struct WarpRunner {
-  template <typename LA, typename LB>
-  static cudaError_t run(const GemmParams& p, const SplitK&, float*, cudaStream_t s) {
+struct WarptileLaunch {
+  template <typename LayoutA, typename LayoutB>
+  static cudaError_t run(const GemmParams& p, cudaStream_t s) {
     using C = WarptileConfig;
     dim3 grid;
     grid_for_block_tiles<C>(p, &grid);
-    gemm_warptile_kernel<C, LA, LB><<<grid, C::kThreads, 0, s>>>(p);
+    gemm_warptile_kernel<C, LayoutA, LayoutB><<<grid, C::kThreads, 0, s>>>(p);
     return cudaGetLastError();
   }
 };
+
 cudaError_t run_warptile(const GemmParams& p, cudaStream_t s) {
-  return dispatch<WarpRunner>(p, SplitK{}, nullptr, s);
+  return dispatch_operand_layouts<WarptileLaunch>(p, s);
 }
 
 // What kernel="multistage" launches: plan_multistage's configuration and split.

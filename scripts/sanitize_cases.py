@@ -73,12 +73,12 @@ def main() -> int:
     major, minor = torch.cuda.get_device_capability()
     bad = 0
     for row in torch_gemm.kernel_table():
-        if row["device"] != "cuda" or (only and row["name"] not in only):
+        name = row["name"]
+        if row["device"] != "cuda" or (only and name not in only):
             continue
         if row["min_sm"] > major * 10 + minor:
-            print(f"sanitize_cases: {row['name']} needs sm_{row['min_sm']}, skipped on sm_{major}{minor}")
+            print(f"sanitize_cases: {name} needs sm_{row['min_sm']}, skipped on sm_{major}{minor}")
             continue
-        name = row["name"]
         shapes = SHAPES + (TENSOR_CORE_SHAPES if name in TENSOR_CORE_KERNELS else [])
         for dtype in (DTYPE_BY_NAME[d] for d in row["dtypes"]):
             tf32 = bool(row.get("tf32")) and dtype == torch.float32

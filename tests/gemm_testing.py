@@ -102,19 +102,21 @@ def randn(shape, dtype, device, gen) -> torch.Tensor:
     return torch.randn(shape, dtype=torch.float32, device=device, generator=gen).to(dtype)
 
 
-def make_operands(M: int, N: int, K: int, layout: str, dtype: torch.dtype, device: str, gen):
-    """a (M, K) and b (K, N) as views in the given layout: row-major, transposed views of
-    row-major storage, or slices of larger tensors at an odd storage offset."""
+def make_operands(M: int, N: int, K: int, layout: str, dtype: torch.dtype, device: str, gen,
+                  batch: tuple = ()):
+    """a (*batch, M, K) and b (*batch, K, N) as views in the given layout, each matrix laid out
+    alike: row-major, transposed views of row-major storage, or slices of larger tensors at an
+    odd storage offset."""
     if layout == "sliced":
-        big_a = randn((M + 3, K + 5), dtype, device, gen)
-        big_b = randn((K + 2, N + 7), dtype, device, gen)
+        big_a = randn((*batch, M + 3, K + 5), dtype, device, gen)
+        big_b = randn((*batch, K + 2, N + 7), dtype, device, gen)
         # Column offsets 3 and 5 make the storage offsets odd (no 8- or 16-byte alignment) and
         # the row strides K + 5 and N + 7 are not the logical widths.
-        return big_a[:M, 3 : K + 3], big_b[:K, 5 : N + 5]
+        return big_a[..., :M, 3 : K + 3], big_b[..., :K, 5 : N + 5]
     a_t = layout in ("a_t", "both_t")
     b_t = layout in ("b_t", "both_t")
-    a = randn((K, M), dtype, device, gen).t() if a_t else randn((M, K), dtype, device, gen)
-    b = randn((N, K), dtype, device, gen).t() if b_t else randn((K, N), dtype, device, gen)
+    a = randn((*batch, K, M), dtype, device, gen).mT if a_t else randn((*batch, M, K), dtype, device, gen)
+    b = randn((*batch, N, K), dtype, device, gen).mT if b_t else randn((*batch, K, N), dtype, device, gen)
     return a, b
 
 

@@ -144,19 +144,6 @@ WGMMA_TILE_SHAPES = [(1, 1100, 2100, 200), (1, 1024, 2304, 200), (3, 700, 1100, 
                      (1, 300, 1000, 130), (2, 200, 700, 300)]
 
 
-def batched_operands(batch, M, N, K, layout, dtype, gen):
-    """(batch, M, K) and (batch, K, N) views laid out per batch element as make_operands lays
-    out one product (transposed views, or slices at odd offsets)."""
-    if layout == "sliced":
-        big_a = randn((batch, M + 3, K + 5), dtype, "cuda", gen)
-        big_b = randn((batch, K + 2, N + 7), dtype, "cuda", gen)
-        return big_a[:, :M, 3 : K + 3], big_b[:, :K, 5 : N + 5]
-    a_t, b_t = layout in ("a_t", "both_t"), layout in ("b_t", "both_t")
-    a = randn((batch, K, M), dtype, "cuda", gen).transpose(1, 2) if a_t else randn((batch, M, K), dtype, "cuda", gen)
-    b = randn((batch, N, K), dtype, "cuda", gen).transpose(1, 2) if b_t else randn((batch, K, N), dtype, "cuda", gen)
-    return a, b
-
-
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -174,15 +161,15 @@ def test_wgmma_both_tile_heights(dtype, layout):
                     out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
                 assert_close_to_reference(out, a, b)
             else:
-                a, b = batched_operands(batch, M, N, K, layout, dtype, gen)
+                a, b = make_operands(M, N, K, layout, dtype, "cuda", gen, batch=(batch,))
                 with poisoned_outputs():
                     out = torch_gemm.bmm_tiled(a, b, kernel="wgmma_sm90")
                 for i in range(batch):
                     assert_close_to_reference(out[i], a[i], b[i])
         for M, N, K in [(1024, 2304, 200), (300, 1000, 130)]:  # the bias in both epilogues
             gen = generator("cuda", "wgmma_tiles_bias", str(dtype), layout, M, N, K)
-            x, w = randn((M, K), dtype, "cuda", gen), randn((N, K), dtype, "cuda", gen)
+            x, w_t = make_operands(M, N, K, layout, dtype, "cuda", gen)  # weight (N, K) = w_t.T
             bias = randn((N,), dtype, "cuda", gen)
             with poisoned_outputs():
-                out = torch_gemm.linear_tiled(x, w, bias, kernel="wgmma_sm90")
-            assert_close_to_reference(out, x, w.t(), bias)
+                out = torch_gemm.linear_tiled(x, w_t.t(), bias, kernel="wgmma_sm90")
+            assert_close_to_reference(out, x, w_t, bias)
