@@ -11,6 +11,9 @@
 // csrc/kernels/wgmma_sm90*.cu* in another directory named first on the include path (-Idir): this
 // file's #include then finds the copy, and the copy's own includes find the rest in csrc.
 //
+// A variant may define tune_wgmma_report(const GemmParams&), for what it measures inside the kernel
+// (phase clocks, counters): built with -DTUNE_WGMMA_REPORT, the harness calls it once per shape.
+//
 // Timing: each rep flushes the L2, then times one launch of ours and one of cuBLAS, the order
 // alternating between reps, so that both see the same clocks and temperatures over the run (timing
 // one after the other, the second runs on a GPU the first has heated). Medians of the reps.
@@ -189,6 +192,9 @@ void run_case(Case s, const std::string& layout, int reps, cublasHandle_t handle
               static_cast<long long>(s.M), static_cast<long long>(s.N),
               static_cast<long long>(s.K), layout.c_str(), flop / ms / 1e9, flop / ms_ref / 1e9,
               ms_ref / ms, diff);
+#ifdef TUNE_WGMMA_REPORT
+  tune_wgmma_report(prob.params);
+#endif
   std::fflush(stdout);
 }
 

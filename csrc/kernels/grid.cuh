@@ -33,15 +33,17 @@ inline bool grid_for_tiles(int64_t tiles, dim3* grid) {
 
 // Which tile of C a block (or a persistent block's turn) computes. Consecutive blocks walk down a group of kGroupM tile rows
 // before moving one tile column right, so the blocks resident at once share a few row panels of
-// A and column panels of B in L2, instead of all of B for one row panel of A.
-template <int kGroupM>
-__device__ __forceinline__ void grouped_tile(int64_t tile, int64_t tiles_m, int64_t tiles_n,
-                                             int64_t* tile_m, int64_t* tile_n) {
-  const int64_t tiles_per_group = kGroupM * tiles_n;
-  const int64_t first_m = tile / tiles_per_group * kGroupM;
+// A and column panels of B in L2, instead of all of B for one row panel of A. Index: int64_t, or
+// int where the launcher has checked that the tile count fits (int division is several times
+// cheaper, and a persistent kernel divides once per tile).
+template <int kGroupM, typename Index>
+__device__ __forceinline__ void grouped_tile(Index tile, Index tiles_m, Index tiles_n, Index* tile_m,
+                                             Index* tile_n) {
+  const Index tiles_per_group = kGroupM * tiles_n;
+  const Index first_m = tile / tiles_per_group * kGroupM;
   // The last group may be short.
-  const int64_t rows = tiles_m - first_m < kGroupM ? tiles_m - first_m : kGroupM;
-  const int64_t in_group = tile % tiles_per_group;
+  const Index rows = tiles_m - first_m < kGroupM ? tiles_m - first_m : kGroupM;
+  const Index in_group = tile % tiles_per_group;
   *tile_m = first_m + in_group % rows;
   *tile_n = in_group / rows;
 }

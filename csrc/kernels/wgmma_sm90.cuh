@@ -373,10 +373,10 @@ __device__ __forceinline__ void tile_origin(const WgmmaParams& p, int t, uint32_
   const int cluster_rows = (p.tiles_m + kClusterM - 1) / kClusterM;
   const int cluster_tiles = cluster_rows * p.tiles_n;
   *z = t / cluster_tiles;
-  int64_t row, col;
+  int row, col;  // int: the launcher checked that the tiles fit
   grouped_tile<Config::kGroupM / kClusterM>(t % cluster_tiles, cluster_rows, p.tiles_n, &row, &col);
-  *m0 = (static_cast<int>(row) * kClusterM + static_cast<int>(rank)) * Config::kBlockM;
-  *n0 = static_cast<int>(col) * Config::kBlockN;
+  *m0 = (row * kClusterM + static_cast<int>(rank)) * Config::kBlockM;
+  *n0 = col * Config::kBlockN;
 }
 
 #ifdef TORCH_GEMM_SM90A_DEVICE
@@ -385,12 +385,31 @@ __device__ __forceinline__ void tile_origin(const WgmmaParams& p, int t, uint32_
 // columns j, lane l holds rows l/4 and l/4 + 8, columns 8j + 2(l%4) and the one after:
 // d[4j], d[4j+1] in the upper row, d[4j+2], d[4j+3] in the lower.
 
-// v (+ bias[n], the column's bias, where there is one), in fp32.
-template <typename T>
-__device__ __forceinline__ float biased(const WgmmaParams& p, float v, int n) {
-  if (p.bias == nullptr || n >= p.N) return v;
-  return v + to_acc<float>(static_cast<const T*>(p.bias)[n * p.bias_stride]);
-}
+// The bias of the columns one thread stores, decided once per tile: kBias is whether there is one
+// (the kernel branches once, so the bias-free epilogue carries no per-element test), and `col`
+// points at the bias of the thread's first column, n0 + 2(l%4). A column c past it is read at
+// col + c·stride, and reads 0 past N (those columns are clipped by the store anyway).
+template <typename T, bool kBias>
+struct ColumnBias {
+  const T* col = nullptr;
+  int64_t stride = 0;
+  int remaining = 0;  // columns from the thread's first to N
+
+  __device__ __forceinline__ ColumnBias(const WgmmaParams& p, int n_first) {
+    if constexpr (kBias) {
+      col = static_cast<const T*>(p.bias) + n_first * p.bias_stride;
+      stride = p.bias_stride;
+      remaining = p.N - n_first;
+    }
+  }
+  __device__ __forceinline__ float operator()(int c) const {
+    if constexpr (kBias) {
+      return c < remaining ? to_acc<float>(col[c * stride]) : 0.0f;
+    } else {
+      return 0.0f;
+    }
+  }
+};
 
 // Two fp32 values rounded to T and packed into 32 bits, the first in the low half.
 template <typename T>
@@ -404,7 +423,7 @@ __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
 
 // Writes one consumer's 64×256 accumulators (+ bias) to C straight from registers, edges masked:
 // the path for a C that TMA cannot address.
-template <typename Config, typename T>
+template <typename Config, typename T, bool kBias>
 __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const float (&d)[128],
                                                    int z, int row0, int n0) {
   const int lane = threadIdx.x % 32;
@@ -413,6 +432,7 @@ __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const f
   // Two columns in one store where C's rows are contiguous and aligned for it.
   const bool pairs = p.c_stride_n == 1 && p.c_stride_m % 2 == 0 &&
                      reinterpret_cast<uintptr_t>(c) % (2 * sizeof(T)) == 0;
+  const ColumnBias<T, kBias> bias(p, n0 + lane % 4 * 2);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int m = row0 + warp * 16 + lane / 4 + half * 8;
@@ -421,8 +441,8 @@ __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const f
 #pragma unroll
     for (int j = 0; j < Config::kMmaN / 8; ++j) {
       const int n = n0 + j * 8 + lane % 4 * 2;
-      const float v0 = biased<T>(p, d[4 * j + 2 * half], n);
-      const float v1 = biased<T>(p, d[4 * j + 2 * half + 1], n + 1);
+      const float v0 = d[4 * j + 2 * half] + bias(j * 8);
+      const float v1 = d[4 * j + 2 * half + 1] + bias(j * 8 + 1);
       if (pairs && n + 1 < p.N) {
         if constexpr (std::is_same_v<T, float>) {
           *reinterpret_cast<float2*>(row + n) = make_float2(v0, v1);
@@ -441,9 +461,9 @@ __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const f
 // epilogue box: 64 rows of 128 bytes, 16-byte chunk c of row r stored at chunk c ^ (r % 8) (the
 // 128-byte swizzle the TMA store undoes). 16-bit: stmatrix, 16 columns × 16 rows per instruction;
 // fp32: one 8-byte store per row and column pair.
-template <typename Config, typename T>
-__device__ __forceinline__ void fill_box(const WgmmaParams& p, const float (&d)[128], int box,
-                                         int n0, uint32_t box_addr) {
+template <typename Config, typename T, bool kBias>
+__device__ __forceinline__ void fill_box(const float (&d)[128], const ColumnBias<T, kBias>& bias,
+                                         int box, uint32_t box_addr) {
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32 % 4;
   if constexpr (std::is_same_v<T, float>) {
@@ -451,15 +471,15 @@ __device__ __forceinline__ void fill_box(const WgmmaParams& p, const float (&d)[
 #pragma unroll
     for (int jj = 0; jj < Config::kBoxCols / 8; ++jj) {
       const int j = box * (Config::kBoxCols / 8) + jj;  // 8-column block of the 256
-      const int n = n0 + j * 8 + 2 * q;
       const uint32_t chunk = 2 * jj + q / 2;
+      const float b0 = bias(j * 8), b1 = bias(j * 8 + 1);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const uint32_t row = warp * 16 + half * 8 + lane / 4;
         const uint32_t addr =
             box_addr + row * Config::kSwizzleBytes + ((chunk ^ (row % 8)) << 4) + (q % 2) * 8;
-        const float v0 = biased<T>(p, d[4 * j + 2 * half], n);
-        const float v1 = biased<T>(p, d[4 * j + 2 * half + 1], n + 1);
+        const float v0 = d[4 * j + 2 * half] + b0;
+        const float v1 = d[4 * j + 2 * half + 1] + b1;
         asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1) : "memory");
       }
     }
@@ -467,20 +487,17 @@ __device__ __forceinline__ void fill_box(const WgmmaParams& p, const float (&d)[
     // Matrix i of an x4: rows 8(i%2).. of the warp's 16, 8-column block i/2 of the 16 columns.
     const int i = lane / 8, r = lane % 8;
     const uint32_t row = warp * 16 + (i % 2) * 8 + r;
-    const int q = lane % 4;
 #pragma unroll
     for (int jj = 0; jj < Config::kBoxCols / 16; ++jj) {
       const int j = box * (Config::kBoxCols / 8) + 2 * jj;  // first of the two 8-column blocks
-      const int n = n0 + j * 8 + 2 * q;
       const uint32_t chunk = 2 * jj + i / 2;
       const uint32_t addr = box_addr + row * Config::kSwizzleBytes + ((chunk ^ r) << 4);
-      stmatrix_x4(addr,
-                  pack_pair<T>(biased<T>(p, d[4 * j + 0], n), biased<T>(p, d[4 * j + 1], n + 1)),
-                  pack_pair<T>(biased<T>(p, d[4 * j + 2], n), biased<T>(p, d[4 * j + 3], n + 1)),
-                  pack_pair<T>(biased<T>(p, d[4 * j + 4], n + 8),
-                               biased<T>(p, d[4 * j + 5], n + 9)),
-                  pack_pair<T>(biased<T>(p, d[4 * j + 6], n + 8),
-                               biased<T>(p, d[4 * j + 7], n + 9)));
+      const float b0 = bias(j * 8), b1 = bias(j * 8 + 1), b8 = bias(j * 8 + 8),
+                  b9 = bias(j * 8 + 9);
+      stmatrix_x4(addr, pack_pair<T>(d[4 * j + 0] + b0, d[4 * j + 1] + b1),
+                  pack_pair<T>(d[4 * j + 2] + b0, d[4 * j + 3] + b1),
+                  pack_pair<T>(d[4 * j + 4] + b8, d[4 * j + 5] + b9),
+                  pack_pair<T>(d[4 * j + 6] + b8, d[4 * j + 7] + b9));
     }
   }
 }
@@ -489,18 +506,19 @@ __device__ __forceinline__ void fill_box(const WgmmaParams& p, const float (&d)[
 // refilled only once the store issued from it kEpilogueBoxes boxes ago has read it; the stores of
 // the last boxes run on while the consumer starts the next tile. `boxes_used` counts boxes across
 // tiles, so the ring carries on where the last tile left it.
-template <typename Config, typename T>
+template <typename Config, typename T, bool kBias>
 __device__ __forceinline__ void store_tile_tma(const CUtensorMap* map_c, const WgmmaParams& p,
                                                const float (&d)[128], uint32_t ring_addr,
                                                const void* ring, int consumer, bool leader, int z,
                                                int row0, int n0, uint32_t* boxes_used) {
+  const ColumnBias<T, kBias> bias(p, n0 + threadIdx.x % 4 * 2);
 #pragma unroll
   for (int box = 0; box < Config::kBoxesPerTile; ++box) {
     const uint32_t slot = *boxes_used % Config::kEpilogueBoxes;
     ++*boxes_used;
     if (leader) bulk_wait_read<Config::kEpilogueBoxes - 1>();
     warpgroup_sync(consumer);  // the slot's previous store has read it
-    fill_box<Config, T>(p, d, box, n0, ring_addr + slot * Config::kBoxBytes);
+    fill_box<Config, T>(d, bias, box, ring_addr + slot * Config::kBoxBytes);
     fence_proxy_async();
     warpgroup_sync(consumer);  // the whole box is written, and visible to the TMA unit
     if (leader) {
@@ -725,12 +743,21 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       wgmma_wait<0>();
       fence_accumulators(d);
       if (previous >= 0) release(previous);
+      // The epilogue, in four forms: whether TMA can store C, and whether there is a bias
+      // (decided here, once per tile, rather than per element).
       const int row0 = m0 + consumer * Config::kMmaM;
       if (p.tma_store) {
-        store_tile_tma<Config, T>(&map_c, p, d, ring_addr, ring, consumer, leader, z, row0, n0,
-                                  &boxes_used);
+        if (p.bias != nullptr) {
+          store_tile_tma<Config, T, true>(&map_c, p, d, ring_addr, ring, consumer, leader, z, row0,
+                                          n0, &boxes_used);
+        } else {
+          store_tile_tma<Config, T, false>(&map_c, p, d, ring_addr, ring, consumer, leader, z,
+                                           row0, n0, &boxes_used);
+        }
+      } else if (p.bias != nullptr) {
+        store_accumulators<Config, T, true>(p, d, z, row0, n0);
       } else {
-        store_accumulators<Config, T>(p, d, z, row0, n0);
+        store_accumulators<Config, T, false>(p, d, z, row0, n0);
       }
     }
     // The shared memory the last stores read stays until they are done.
