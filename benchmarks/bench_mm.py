@@ -1,10 +1,13 @@
 """Benchmark torch_gemm's mm_tiled kernels against torch.mm (cuBLAS on CUDA) on the same inputs.
 
 Every kernel's output is first checked against a float64 reference; a wrong kernel is reported
-WRONG and never timed. Timing follows DESIGN.md §6: CUDA events through
-``triton.testing.do_bench`` (median, warm-up, L2 flushed before every rep) or the same by hand
-when triton is missing; input buffers are rotated where one set fits in L2; torch.mm is timed in
-the same run, on the same inputs, with the same TF32 setting. On a machine without CUDA the same
+WRONG and never timed. Timing follows DESIGN.md §6: CUDA events, median, warm-up, L2 flushed
+before every rep, as ``triton.testing.do_bench`` does; input buffers are rotated where one set
+fits in L2; torch.mm is timed in the same run, on the same inputs, with the same TF32 setting,
+interleaved with each kernel rep by rep (the order alternating), so that both meet the same
+clocks: timed one after the other, the first of two runs on a cooler GPU (an H200 under a long
+GEMM drops from 1980 MHz to ~1500 at its 700 W cap; torch.mm timed twice in a row read 773 and
+then 707 TFLOP/s at 4096³ bf16). On a machine without CUDA the same
 command line times the CPU kernels against torch.mm on the CPU (time.perf_counter, median).
 
 Usage::
@@ -350,6 +353,13 @@ def timer_name(device: torch.device) -> str:
     return "CUDA events (median, L2 flushed by hand)"
 
 
+def pair_timer_name(device: torch.device) -> str:
+    """How bench_mm times a kernel against torch.mm (``time_interleaved``)."""
+    if device.type != "cuda":
+        return timer_name(device)
+    return "CUDA events, each kernel interleaved with torch.mm rep by rep (median, L2 flushed)"
+
+
 def _time_cuda_events(fn: Callable[[], object], device: torch.device, timing: Timing) -> float:
     """triton's do_bench by hand: estimate, warm up, then one event pair per rep with the L2
     flushed (by writing a buffer of at least twice its size) before each."""
@@ -394,6 +404,51 @@ def _time_cpu(fn: Callable[[], object], timing: Timing) -> float:
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
+
+def _time_interleaved_cuda(fns: Sequence[Callable[[], object]], device: torch.device,
+                           timing: Timing) -> list[float]:
+    """The CUDA-event timer of ``_time_cuda_events`` over several callables at once: each rep
+    flushes the L2 before each callable and times it, the order rotating from rep to rep, so that
+    every callable meets the same clocks and temperatures. Median milliseconds of each."""
+    flush = torch.empty(max(2 * l2_bytes(device), MIN_FLUSH_BYTES) // 4, dtype=torch.int32, device=device)
+    for fn in fns:
+        fn()
+    torch.cuda.synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    estimates = []
+    for fn in fns:
+        start.record()
+        for _ in range(5):
+            flush.zero_()
+            fn()
+        end.record()
+        torch.cuda.synchronize(device)
+        estimates.append(max(start.elapsed_time(end) / 5, 1e-3))
+    for _ in range(max(1, int(timing.warmup_ms / sum(estimates)))):
+        for fn in fns:
+            fn()
+    n_rep = max(1, int(timing.rep_ms / max(estimates)))
+    events = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+               for _ in range(n_rep)] for _ in fns]
+    for r in range(n_rep):
+        for i in range(len(fns)):
+            k = (i + r) % len(fns)
+            flush.zero_()
+            events[k][r][0].record()
+            fns[k]()
+            events[k][r][1].record()
+    torch.cuda.synchronize(device)
+    return [statistics.median(s.elapsed_time(e) for s, e in per_fn) for per_fn in events]
+
+
+def time_interleaved(fns: Sequence[Callable[[], object]], device: torch.device,
+                     timing: Timing) -> list[float]:
+    """Median milliseconds of one call of each of ``fns``, timed rep by rep in turn on CUDA (see
+    ``_time_interleaved_cuda``); elsewhere one after the other with ``time_ms``."""
+    if device.type == "cuda":
+        return _time_interleaved_cuda(fns, device, timing)
+    return [time_ms(fn, device, timing) for fn in fns]
 
 
 def time_ms(fn: Callable[[], object], device: torch.device, timing: Timing) -> float:
@@ -518,6 +573,7 @@ class Outcome:
     ms: Optional[float] = None
     rel_err: Optional[float] = None
     error: Optional[str] = None
+    torch_ms: Optional[float] = None  # torch.mm's time, interleaved with this kernel's
 
 
 def _finite(x: Optional[float]) -> Optional[float]:
@@ -544,9 +600,10 @@ def make_rows(
             return None
         return 100.0 * bytes_moved(M, N, K, dtype) / (ms * 1e-3) / (copy_gbps * 1e9)
 
-    torch_tflops = tflops_of(M, N, K, torch_outcome.ms) if torch_outcome.ms else None
     rows = []
     for o in outcomes:
+        torch_ms = o.torch_ms if o.torch_ms is not None else torch_outcome.ms
+        torch_tflops = tflops_of(M, N, K, torch_ms) if torch_ms else None
         tflops = tflops_of(M, N, K, o.ms) if o.status == "OK" and o.ms else None
         rows.append({
             "op": OP,
@@ -561,13 +618,13 @@ def make_rows(
             "torch_tflops": torch_tflops,
             "ratio": tflops / torch_tflops if tflops and torch_tflops else None,
             "ms": o.ms if o.status == "OK" else None,
-            "torch_ms": torch_outcome.ms,
+            "torch_ms": torch_ms,
             "rel_err": _finite(o.rel_err),
             "torch_rel_err": _finite(torch_outcome.rel_err),
             "tol": tol,
             "pct_peak": 100.0 * tflops / peak_tflops if tflops and peak_tflops else None,
             "bw_pct": bw_pct(o.ms if o.status == "OK" else None),
-            "torch_bw_pct": bw_pct(torch_outcome.ms),
+            "torch_bw_pct": bw_pct(torch_ms),
             "error": o.error,
             "git_commit": git_commit,
         })
@@ -765,8 +822,7 @@ def run_task(
         ref = reference(a0, b0)
         torch_err = rel_error(torch.mm(a0, b0), ref)
         tol = tolerance(dtype, torch_err)
-        torch_outcome = Outcome("torch.mm", "OK", time_ms(rotating(torch.mm, sets), device, timing), torch_err)
-        progress.step(f"{shape_text} torch.mm")
+        torch_fn = rotating(torch.mm, sets)
         outcomes = []
         for kernel in task.kernels:
             ours = functools.partial(_ours, kernel=kernel)
@@ -775,13 +831,20 @@ def run_task(
                 # surfaces at the check's synchronizing .item() and belongs to this kernel.
                 ok, err = check_correct(ours(a0, b0), ref, tol)
                 if ok:
-                    outcomes.append(Outcome(kernel, "OK", time_ms(rotating(ours, sets), device, timing), err))
+                    ms, torch_ms = time_interleaved([rotating(ours, sets), torch_fn], device, timing)
+                    outcomes.append(Outcome(kernel, "OK", ms, err, torch_ms=torch_ms))
                 else:
                     outcomes.append(Outcome(kernel, "WRONG", rel_err=err))
             except RuntimeError as e:  # TORCH_CHECK failures, CUDA errors, out of memory
                 first_line = (str(e).strip().splitlines() or [""])[0]
                 outcomes.append(Outcome(kernel, "ERROR", error=f"{type(e).__name__}: {first_line}"))
             progress.step(f"{shape_text} {kernel}")
+        # torch.mm's own figure, for the rows of kernels that were not timed: the median of its
+        # interleaved times, or timed alone where no kernel was.
+        paired = [o.torch_ms for o in outcomes if o.torch_ms is not None]
+        torch_ms = statistics.median(paired) if paired else time_ms(torch_fn, device, timing)
+        torch_outcome = Outcome("torch.mm", "OK", torch_ms, torch_err)
+        progress.step(f"{shape_text} torch.mm")
     return outcomes, torch_outcome, tol
 
 
@@ -1120,7 +1183,7 @@ def run(argv: Optional[Sequence[str]] = None) -> list[dict]:
     torch.manual_seed(0)
     copy_gbps = measure_copy_gbps(device, cfg.timing)
     peak_text = ", ".join(f"{d} {v:g}" for d, v in peaks.items()) or "unknown (set --peak-tflops)"
-    print(f"bench_mm: {name} | {timer_name(device)} | copy bandwidth {copy_gbps:.0f} GB/s | "
+    print(f"bench_mm: {name} | {pair_timer_name(device)} | copy bandwidth {copy_gbps:.0f} GB/s | "
           f"peak TFLOP/s: {peak_text}" + (f" ({peak_source})" if peak_source else ""))
 
     rows: list[dict] = []
@@ -1135,6 +1198,7 @@ def run(argv: Optional[Sequence[str]] = None) -> list[dict]:
 
     metadata = run_metadata(name, device, commit, dirty, cfg.timing, "benchmarks/bench_mm.py", argv)
     metadata.update({
+        "timer": pair_timer_name(device),
         # allow_tf32 as set for both ours and torch.mm, per dtype of the rows.
         "tf32": {"float32": False, "tf32": True} if device.type == "cuda" else {"float32": False},
         "l2_bytes": l2_bytes(device),

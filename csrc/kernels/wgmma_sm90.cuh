@@ -64,6 +64,11 @@ struct WgmmaConfig {
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
   static constexpr int kGroupM = 8;                // tile rows per rasterization group (L2 reuse)
+  // The next tile's first kPrefetchTiles k-tiles are prefetched into L2 when the producer is
+  // kPrefetchLead k-tiles from the end of the current one: the first copies of a tile come from
+  // memory, not L2, and took ~4600 cycles against the 4 × 1024 the stages hide.
+  static constexpr int kPrefetchTiles = 4;
+  static constexpr int kPrefetchLead = 8;
   // An MN-major operand (16-bit only: tf32 wgmma reads K-major tiles) is copied as boxes of
   // (kBlockK rows of K) × (kMNBox along M or N): one 128-byte swizzled row of M or N.
   static constexpr int kMNBox = kSwizzleBytes / kElementBytes;
@@ -203,6 +208,15 @@ __device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap*
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "h"(mask), "r"(c0), "r"(c1),
       "r"(c2)
       : "memory");
+}
+
+// Asks the TMA unit to bring one box of a tensor map into L2: no shared memory, no barrier, no
+// completion to wait for.
+__device__ __forceinline__ void tma_prefetch(const CUtensorMap* map, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
 }
 
 // ---- TMA stores of C: one box from shared memory into the 3-D map (n, m, batch), clipped at the
@@ -502,28 +516,34 @@ __device__ __forceinline__ void fill_box(const float (&d)[128], const ColumnBias
   }
 }
 
-// One consumer's 64×256 tile through its ring of epilogue boxes and out by TMA stores. A box is
-// refilled only once the store issued from it kEpilogueBoxes boxes ago has read it; the stores of
-// the last boxes run on while the consumer starts the next tile. `boxes_used` counts boxes across
-// tiles, so the ring carries on where the last tile left it.
+// One consumer's 64×256 tile through its ring of epilogue boxes and out by TMA stores, a whole ring
+// per round: wait until the previous round's stores have read the ring, fill every box, one fence
+// and barrier, then one store per box, which run on while the consumer goes on (to the next round,
+// or the next tile). Per box, these waits, fences and barriers cost as much as the fill.
 template <typename Config, typename T, bool kBias>
 __device__ __forceinline__ void store_tile_tma(const CUtensorMap* map_c, const WgmmaParams& p,
                                                const float (&d)[128], uint32_t ring_addr,
                                                const void* ring, int consumer, bool leader, int z,
-                                               int row0, int n0, uint32_t* boxes_used) {
+                                               int row0, int n0) {
+  constexpr int kRing = Config::kEpilogueBoxes;
+  static_assert(Config::kBoxesPerTile % kRing == 0, "a tile is whole rounds of the ring");
   const ColumnBias<T, kBias> bias(p, n0 + threadIdx.x % 4 * 2);
 #pragma unroll
-  for (int box = 0; box < Config::kBoxesPerTile; ++box) {
-    const uint32_t slot = *boxes_used % Config::kEpilogueBoxes;
-    ++*boxes_used;
-    if (leader) bulk_wait_read<Config::kEpilogueBoxes - 1>();
-    warpgroup_sync(consumer);  // the slot's previous store has read it
-    fill_box<Config, T>(d, bias, box, ring_addr + slot * Config::kBoxBytes);
+  for (int round = 0; round < Config::kBoxesPerTile / kRing; ++round) {
+    if (leader) bulk_wait_read<0>();
+    warpgroup_sync(consumer);  // the ring's previous stores have read it
+#pragma unroll
+    for (int slot = 0; slot < kRing; ++slot) {
+      fill_box<Config, T>(d, bias, round * kRing + slot, ring_addr + slot * Config::kBoxBytes);
+    }
     fence_proxy_async();
-    warpgroup_sync(consumer);  // the whole box is written, and visible to the TMA unit
+    warpgroup_sync(consumer);  // the ring is written, and visible to the TMA unit
     if (leader) {
-      tma_store(map_c, static_cast<const unsigned char*>(ring) + slot * Config::kBoxBytes,
-                n0 + box * Config::kBoxCols, row0, z);
+#pragma unroll
+      for (int slot = 0; slot < kRing; ++slot) {
+        tma_store(map_c, static_cast<const unsigned char*>(ring) + slot * Config::kBoxBytes,
+                  n0 + (round * kRing + slot) * Config::kBoxCols, row0, z);
+      }
       bulk_commit();
     }
   }
@@ -594,50 +614,64 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       constexpr int kSliceN = Config::kBlockN / kClusterM;  // the part of B this block copies
       constexpr uint16_t kClusterMask = (1u << kClusterM) - 1;
       const int slice = static_cast<int>(rank) * kSliceN;
+      // The boxes of one k-tile that this block copies, each as op(map, is_b, byte offset into
+      // the stage's A or B, coordinates): all of A; of B, this block's slice.
+      const auto for_each_box = [&](int z, int m0, int n0, int k0, auto&& op) {
+        if constexpr (kKMajorA) {
+          op(&map_a, false, 0, k0, m0, z);  // (kBlockM rows, one row of K)
+        } else {
+#pragma unroll
+          for (int j = 0; j < Config::kBlockM / Config::kMNBox; ++j) {  // (64 K rows, 64 M) each
+            op(&map_a, false, j * Config::kMNBoxBytes, m0 + j * Config::kMNBox, k0, z);
+          }
+        }
+        if constexpr (kKMajorB) {
+          // (kSliceN rows, one row of K): rows slice .. slice + kSliceN of the (kBlockN, K) tile.
+          op(&map_b, true, slice * Config::kSwizzleBytes, k0, n0 + slice, z);
+        } else {
+#pragma unroll
+          for (int j = 0; j < kSliceN / Config::kMNBox; ++j) {  // (64 K rows, 64 N) each
+            const int box = slice / Config::kMNBox + j;
+            op(&map_b, true, box * Config::kMNBoxBytes, n0 + box * Config::kMNBox, k0, z);
+          }
+        }
+      };
       int stage = 0;
       uint32_t phase = 0;
+      int z, m0, n0;
+      tile_origin<Config, kClusterM>(p, first_turn, rank, &z, &m0, &n0);
+      const int prefetch_at = k_tiles > Config::kPrefetchLead ? k_tiles - Config::kPrefetchLead : 0;
       for (int t = first_turn; t < turns; t += turn_step) {
-        int z, m0, n0;
-        tile_origin<Config, kClusterM>(p, t, rank, &z, &m0, &n0);
+        int next_z, next_m0, next_n0;
+        tile_origin<Config, kClusterM>(p, t + turn_step, rank, &next_z, &next_m0, &next_n0);
         for (int kt = 0; kt < k_tiles; ++kt) {
           // Every consumer this stage's copies reach is done with it.
           mbarrier_wait(&empty[stage], phase ^ 1);
           mbarrier_expect_tx(&full[stage], kStageBytes);
           unsigned char* a = sA + stage * Config::kStageBytesA;
           unsigned char* b = sB + stage * Config::kStageBytesB;
-          const int k0 = kt * kBlockK;
-          if constexpr (kKMajorA) {
-            tma_load(a, &map_a, &full[stage], k0, m0, z);  // (kBlockM rows, one row of K)
-          } else {
-#pragma unroll
-            for (int j = 0; j < Config::kBlockM / Config::kMNBox; ++j) {  // (64 K rows, 64 M) each
-              tma_load(a + j * Config::kMNBoxBytes, &map_a, &full[stage], m0 + j * Config::kMNBox,
-                       k0, z);
-            }
-          }
-          if constexpr (kKMajorB) {
-            // (kSliceN rows, one row of K): rows slice .. slice + kSliceN of the (kBlockN, K) tile.
-            unsigned char* dst = b + slice * Config::kSwizzleBytes;
-            if constexpr (kClusterM > 1) {
-              tma_load_multicast(dst, &map_b, &full[stage], kClusterMask, k0, n0 + slice, z);
-            } else {
-              tma_load(dst, &map_b, &full[stage], k0, n0 + slice, z);
-            }
-          } else {
-#pragma unroll
-            for (int j = 0; j < kSliceN / Config::kMNBox; ++j) {  // (64 K rows, 64 N) each
-              const int box = slice / Config::kMNBox + j;
-              unsigned char* dst = b + box * Config::kMNBoxBytes;
-              if constexpr (kClusterM > 1) {
-                tma_load_multicast(dst, &map_b, &full[stage], kClusterMask,
-                                   n0 + box * Config::kMNBox, k0, z);
-              } else {
-                tma_load(dst, &map_b, &full[stage], n0 + box * Config::kMNBox, k0, z);
-              }
+          uint64_t* bar = &full[stage];
+          for_each_box(z, m0, n0, kt * kBlockK,
+                       [&](const CUtensorMap* map, bool is_b, int offset, int c0, int c1, int c2) {
+                         if (!is_b) {
+                           tma_load(a + offset, map, bar, c0, c1, c2);
+                         } else if constexpr (kClusterM > 1) {
+                           tma_load_multicast(b + offset, map, bar, kClusterMask, c0, c1, c2);
+                         } else {
+                           tma_load(b + offset, map, bar, c0, c1, c2);
+                         }
+                       });
+          if (kt == prefetch_at && t + turn_step < turns) {
+            for (int next_kt = 0; next_kt < Config::kPrefetchTiles && next_kt < k_tiles; ++next_kt) {
+              for_each_box(next_z, next_m0, next_n0, next_kt * kBlockK,
+                           [&](const CUtensorMap* map, bool, int, int c0, int c1, int c2) {
+                             tma_prefetch(map, c0, c1, c2);
+                           });
             }
           }
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
+        z = next_z, m0 = next_m0, n0 = next_n0;
       }
     }
     __syncwarp();  // warp 0 reconverges before the cluster barrier, which needs whole warps
@@ -660,7 +694,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         kKMajorA ? consumer * Config::kMmaM * Config::kSwizzleBytes : consumer * Config::kMNBoxBytes;
     const unsigned char* ring = sC + consumer * Config::kEpilogueBoxes * Config::kBoxBytes;
     const uint32_t ring_addr = smem_u32(ring);
-    uint32_t boxes_used = 0;
     float d[128];
     int stage = 0;
     uint32_t phase = 0;
@@ -674,9 +707,18 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         mbarrier_arrive(&empty[released]);
       }
     };
+    // The tile's origin, and the next one's: computed while the first k-tile's wgmmas run, its
+    // integer divisions stall no warp between tiles (they did, ~650 cycles per tile, when each
+    // tile began with them). Past the last turn the origin is unused.
+    int z, m0, n0;
+    tile_origin<Config, kClusterM>(p, first_turn, rank, &z, &m0, &n0);
     for (int t = first_turn; t < turns; t += turn_step) {
-      int z, m0, n0;
-      tile_origin<Config, kClusterM>(p, t, rank, &z, &m0, &n0);
+      int next_z = 0, next_m0 = 0, next_n0 = 0;
+      const auto prepare_next_tile = [&] {
+        tile_origin<Config, kClusterM>(p, t + turn_step, rank, &next_z, &next_m0, &next_n0);
+        // Keeps the compiler from sinking the divisions to where the results are used.
+        asm volatile("" : "+r"(next_z), "+r"(next_m0), "+r"(next_n0));
+      };
 #pragma unroll
       for (int i = 0; i < 128; ++i) d[i] = 0.0f;
       int previous = -1;
@@ -716,6 +758,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
             wgmma_m64n256k8_tf32(d, frag[kk], desc_b, 1);
           }
           wgmma_commit();
+          if (kt == 0) prepare_next_tile();
           wgmma_wait<0>();
           fence_accumulators(d);
           release(stage);
@@ -731,6 +774,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
             wgmma_m64n256<T, kKMajorA ? 0 : 1, kKMajorB ? 0 : 1>(d, desc_a, desc_b, 1);
           }
           wgmma_commit();
+          if (kt == 0) prepare_next_tile();
           // The previous k-tile's wgmmas have finished reading their stage: hand it back. This
           // k-tile's stay in flight while the next stage is awaited.
           wgmma_wait<1>();
@@ -749,16 +793,17 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       if (p.tma_store) {
         if (p.bias != nullptr) {
           store_tile_tma<Config, T, true>(&map_c, p, d, ring_addr, ring, consumer, leader, z, row0,
-                                          n0, &boxes_used);
+                                          n0);
         } else {
           store_tile_tma<Config, T, false>(&map_c, p, d, ring_addr, ring, consumer, leader, z,
-                                           row0, n0, &boxes_used);
+                                           row0, n0);
         }
       } else if (p.bias != nullptr) {
         store_accumulators<Config, T, true>(p, d, z, row0, n0);
       } else {
         store_accumulators<Config, T, false>(p, d, z, row0, n0);
       }
+      z = next_z, m0 = next_m0, n0 = next_n0;
     }
     // The shared memory the last stores read stays until they are done.
     if (leader) bulk_wait_all();

@@ -203,7 +203,7 @@ bool encode_output_map(CUtensorMap* map, const GemmParams& p, CUtensorMapDataTyp
 }
 
 // The persistent grid: one block per SM, or as many clusters as fit at once, but never more
-// turns than there are tiles.
+// than there are turns, nor more than the number of turns per block needs.
 template <typename T, int kConsumers, bool kKMajorA, bool kKMajorB, int kClusterM>
 cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
                           const CUtensorMap& map_c, const WgmmaParams& wp, cudaStream_t stream) {
@@ -233,6 +233,10 @@ cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
   }
   if (err != cudaSuccess) return err;
   if (slots <= 0) return cudaErrorInvalidConfiguration;
+  // As few blocks as keep the number of turns per block: an SM left idle for the whole kernel
+  // draws less power than one idle only in the last wave, and under the power cap the others
+  // clock higher (8192³ bf16 on an H200: 1.02 -> 1.03 of cuBLAS with 128 of 132 SMs).
+  if (turns > slots) slots = static_cast<int>(ceil_div(turns, ceil_div(turns, slots)));
   config.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(turns, slots) * kClusterM));
   return cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, wp);
 }
