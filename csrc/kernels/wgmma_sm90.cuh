@@ -471,81 +471,88 @@ __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const f
   }
 }
 
-// Writes columns [kBoxCols·box, kBoxCols·(box+1)) of one consumer's accumulators (+ bias) into an
-// epilogue box: 64 rows of 128 bytes, 16-byte chunk c of row r stored at chunk c ^ (r % 8) (the
-// 128-byte swizzle the TMA store undoes). 16-bit: stmatrix, 16 columns × 16 rows per instruction;
-// fp32: one 8-byte store per row and column pair.
-template <typename Config, typename T, bool kBias>
-__device__ __forceinline__ void fill_box(const float (&d)[128], const ColumnBias<T, kBias>& bias,
-                                         int box, uint32_t box_addr) {
+// One consumer's 64×256 tile of 16-bit C, bias added and rounded, two values a register in the
+// accumulator layout: packed[2j + h] holds columns 8j + 2(l%4) and the next, of row l/4 + 8h. In
+// half the registers of the accumulators, it can wait there while the next tile's wgmmas run.
+template <typename T, bool kBias>
+__device__ __forceinline__ void pack_tile(const float (&d)[128], const ColumnBias<T, kBias>& bias,
+                                          uint32_t (&packed)[64]) {
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const float b0 = bias(j * 8), b1 = bias(j * 8 + 1);
+    packed[2 * j] = pack_pair<T>(d[4 * j] + b0, d[4 * j + 1] + b1);
+    packed[2 * j + 1] = pack_pair<T>(d[4 * j + 2] + b0, d[4 * j + 3] + b1);
+  }
+}
+
+// Epilogue boxes: 64 rows of 128 bytes, 16-byte chunk c of row r stored at chunk c ^ (r % 8) (the
+// 128-byte swizzle the TMA store undoes), holding columns [kBoxCols·box, kBoxCols·(box+1)) of a
+// consumer's tile. From a packed 16-bit tile: stmatrix, 16 columns × 16 rows per instruction.
+template <typename Config>
+__device__ __forceinline__ void fill_box_packed(const uint32_t (&packed)[64], int box,
+                                                uint32_t box_addr) {
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32 % 4;
-  if constexpr (std::is_same_v<T, float>) {
-    const int q = lane % 4;
+  // Matrix i of an x4: rows 8(i%2).. of the warp's 16, 8-column block i/2 of the 16 columns.
+  const int i = lane / 8, r = lane % 8;
+  const uint32_t row = warp * 16 + (i % 2) * 8 + r;
 #pragma unroll
-    for (int jj = 0; jj < Config::kBoxCols / 8; ++jj) {
-      const int j = box * (Config::kBoxCols / 8) + jj;  // 8-column block of the 256
-      const uint32_t chunk = 2 * jj + q / 2;
-      const float b0 = bias(j * 8), b1 = bias(j * 8 + 1);
+  for (int jj = 0; jj < Config::kBoxCols / 16; ++jj) {
+    const int j = box * (Config::kBoxCols / 8) + 2 * jj;  // first of the two 8-column blocks
+    const uint32_t chunk = 2 * jj + i / 2;
+    const uint32_t addr = box_addr + row * Config::kSwizzleBytes + ((chunk ^ r) << 4);
+    stmatrix_x4(addr, packed[2 * j], packed[2 * j + 1], packed[2 * j + 2], packed[2 * j + 3]);
+  }
+}
+
+// From fp32 accumulators (+ bias) to fp32 C: one 8-byte store per row and column pair.
+template <typename Config, bool kBias>
+__device__ __forceinline__ void fill_box_fp32(const float (&d)[128],
+                                              const ColumnBias<float, kBias>& bias, int box,
+                                              uint32_t box_addr) {
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32 % 4;
+  const int q = lane % 4;
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const uint32_t row = warp * 16 + half * 8 + lane / 4;
-        const uint32_t addr =
-            box_addr + row * Config::kSwizzleBytes + ((chunk ^ (row % 8)) << 4) + (q % 2) * 8;
-        const float v0 = d[4 * j + 2 * half] + b0;
-        const float v1 = d[4 * j + 2 * half + 1] + b1;
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1) : "memory");
-      }
-    }
-  } else {
-    // Matrix i of an x4: rows 8(i%2).. of the warp's 16, 8-column block i/2 of the 16 columns.
-    const int i = lane / 8, r = lane % 8;
-    const uint32_t row = warp * 16 + (i % 2) * 8 + r;
+  for (int jj = 0; jj < Config::kBoxCols / 8; ++jj) {
+    const int j = box * (Config::kBoxCols / 8) + jj;  // 8-column block of the 256
+    const uint32_t chunk = 2 * jj + q / 2;
+    const float b0 = bias(j * 8), b1 = bias(j * 8 + 1);
 #pragma unroll
-    for (int jj = 0; jj < Config::kBoxCols / 16; ++jj) {
-      const int j = box * (Config::kBoxCols / 8) + 2 * jj;  // first of the two 8-column blocks
-      const uint32_t chunk = 2 * jj + i / 2;
-      const uint32_t addr = box_addr + row * Config::kSwizzleBytes + ((chunk ^ r) << 4);
-      const float b0 = bias(j * 8), b1 = bias(j * 8 + 1), b8 = bias(j * 8 + 8),
-                  b9 = bias(j * 8 + 9);
-      stmatrix_x4(addr, pack_pair<T>(d[4 * j + 0] + b0, d[4 * j + 1] + b1),
-                  pack_pair<T>(d[4 * j + 2] + b0, d[4 * j + 3] + b1),
-                  pack_pair<T>(d[4 * j + 4] + b8, d[4 * j + 5] + b9),
-                  pack_pair<T>(d[4 * j + 6] + b8, d[4 * j + 7] + b9));
+    for (int half = 0; half < 2; ++half) {
+      const uint32_t row = warp * 16 + half * 8 + lane / 4;
+      const uint32_t addr =
+          box_addr + row * Config::kSwizzleBytes + ((chunk ^ (row % 8)) << 4) + (q % 2) * 8;
+      const float v0 = d[4 * j + 2 * half] + b0;
+      const float v1 = d[4 * j + 2 * half + 1] + b1;
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1) : "memory");
     }
   }
 }
 
-// One consumer's 64×256 tile through its ring of epilogue boxes and out by TMA stores, a whole ring
-// per round: wait until the previous round's stores have read the ring, fill every box, one fence
-// and barrier, then one store per box, which run on while the consumer goes on (to the next round,
-// or the next tile). Per box, these waits, fences and barriers cost as much as the fill.
-template <typename Config, typename T, bool kBias>
-__device__ __forceinline__ void store_tile_tma(const CUtensorMap* map_c, const WgmmaParams& p,
-                                               const float (&d)[128], uint32_t ring_addr,
-                                               const void* ring, int consumer, bool leader, int z,
-                                               int row0, int n0) {
+// One round of a consumer's epilogue: its ring of boxes filled (fill(box, address)) and written out
+// by TMA stores, which run on while the consumer goes on. The ring is refilled only once the
+// previous round's stores have read it; a round's waits, fence and barriers cost as much as its
+// fills, so a whole ring goes per round. The tile is kBoxesPerTile / kEpilogueBoxes rounds.
+template <typename Config, typename Fill>
+__device__ __forceinline__ void store_round(const CUtensorMap* map_c, uint32_t ring_addr,
+                                            const void* ring, int consumer, bool leader, int round,
+                                            int z, int row0, int n0, Fill&& fill) {
   constexpr int kRing = Config::kEpilogueBoxes;
   static_assert(Config::kBoxesPerTile % kRing == 0, "a tile is whole rounds of the ring");
-  const ColumnBias<T, kBias> bias(p, n0 + threadIdx.x % 4 * 2);
+  if (leader) bulk_wait_read<0>();
+  warpgroup_sync(consumer);  // the ring's previous stores have read it
 #pragma unroll
-  for (int round = 0; round < Config::kBoxesPerTile / kRing; ++round) {
-    if (leader) bulk_wait_read<0>();
-    warpgroup_sync(consumer);  // the ring's previous stores have read it
+  for (int slot = 0; slot < kRing; ++slot) fill(round * kRing + slot, ring_addr + slot * Config::kBoxBytes);
+  fence_proxy_async();
+  warpgroup_sync(consumer);  // the ring is written, and visible to the TMA unit
+  if (leader) {
 #pragma unroll
     for (int slot = 0; slot < kRing; ++slot) {
-      fill_box<Config, T>(d, bias, round * kRing + slot, ring_addr + slot * Config::kBoxBytes);
+      tma_store(map_c, static_cast<const unsigned char*>(ring) + slot * Config::kBoxBytes,
+                n0 + (round * kRing + slot) * Config::kBoxCols, row0, z);
     }
-    fence_proxy_async();
-    warpgroup_sync(consumer);  // the ring is written, and visible to the TMA unit
-    if (leader) {
-#pragma unroll
-      for (int slot = 0; slot < kRing; ++slot) {
-        tma_store(map_c, static_cast<const unsigned char*>(ring) + slot * Config::kBoxBytes,
-                  n0 + (round * kRing + slot) * Config::kBoxCols, row0, z);
-      }
-      bulk_commit();
-    }
+    bulk_commit();
   }
 }
 
@@ -694,6 +701,23 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         kKMajorA ? consumer * Config::kMmaM * Config::kSwizzleBytes : consumer * Config::kMNBoxBytes;
     const unsigned char* ring = sC + consumer * Config::kEpilogueBoxes * Config::kBoxBytes;
     const uint32_t ring_addr = smem_u32(ring);
+    // 16-bit C leaves late: a tile is packed (bias added, rounded) into 64 registers at its end,
+    // and its rounds of TMA stores go out during the next tile's first k-tiles, while that tile's
+    // wgmmas run, instead of the tensor cores idling through them (~2200 cycles a tile, 3% of a
+    // 128×256×4096 tile). fp32 C (tf32) would need all 128 registers, and leaves at once.
+    constexpr bool kDeferStores = !Config::kTf32;
+    constexpr int kRounds = Config::kBoxesPerTile / Config::kEpilogueBoxes;
+    uint32_t packed[kDeferStores ? 64 : 1];
+    bool pending = false;  // packed holds a tile not yet (all) stored
+    int pending_z = 0, pending_row0 = 0, pending_n0 = 0;
+    const auto store_pending_round = [&](int round) {
+      if constexpr (kDeferStores) {
+        store_round<Config>(&map_c, ring_addr, ring, consumer, leader, round, pending_z,
+                            pending_row0, pending_n0, [&](int box, uint32_t box_addr) {
+                              fill_box_packed<Config>(packed, box, box_addr);
+                            });
+      }
+    };
     float d[128];
     int stage = 0;
     uint32_t phase = 0;
@@ -775,6 +799,14 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
           }
           wgmma_commit();
           if (kt == 0) prepare_next_tile();
+          if (pending) {
+            // Round kt, as a constant: packed is indexed by the round, and a register array
+            // indexed at run time would live in local memory.
+#pragma unroll
+            for (int round = 0; round < kRounds; ++round) {
+              if (kt == round) store_pending_round(round);
+            }
+          }
           // The previous k-tile's wgmmas have finished reading their stage: hand it back. This
           // k-tile's stay in flight while the next stage is awaited.
           wgmma_wait<1>();
@@ -787,16 +819,41 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       wgmma_wait<0>();
       fence_accumulators(d);
       if (previous >= 0) release(previous);
+      // The previous tile's rounds that its k-tiles were too few to carry.
+      if (pending) {
+#pragma unroll
+        for (int round = 0; round < kRounds; ++round) {
+          if (round >= k_tiles) store_pending_round(round);
+        }
+        pending = false;
+      }
       // The epilogue, in four forms: whether TMA can store C, and whether there is a bias
       // (decided here, once per tile, rather than per element).
       const int row0 = m0 + consumer * Config::kMmaM;
+      const int first_column = n0 + threadIdx.x % 4 * 2;  // of this thread, for the bias
       if (p.tma_store) {
-        if (p.bias != nullptr) {
-          store_tile_tma<Config, T, true>(&map_c, p, d, ring_addr, ring, consumer, leader, z, row0,
-                                          n0);
+        if constexpr (kDeferStores) {
+          if (p.bias != nullptr) {
+            pack_tile<T, true>(d, ColumnBias<T, true>(p, first_column), packed);
+          } else {
+            pack_tile<T, false>(d, ColumnBias<T, false>(p, first_column), packed);
+          }
+          pending = true, pending_z = z, pending_row0 = row0, pending_n0 = n0;
         } else {
-          store_tile_tma<Config, T, false>(&map_c, p, d, ring_addr, ring, consumer, leader, z,
-                                           row0, n0);
+          const auto store_now = [&](const auto& bias) {
+#pragma unroll
+            for (int round = 0; round < kRounds; ++round) {
+              store_round<Config>(&map_c, ring_addr, ring, consumer, leader, round, z, row0, n0,
+                                  [&](int box, uint32_t box_addr) {
+                                    fill_box_fp32<Config>(d, bias, box, box_addr);
+                                  });
+            }
+          };
+          if (p.bias != nullptr) {
+            store_now(ColumnBias<T, true>(p, first_column));
+          } else {
+            store_now(ColumnBias<T, false>(p, first_column));
+          }
         }
       } else if (p.bias != nullptr) {
         store_accumulators<Config, T, true>(p, d, z, row0, n0);
@@ -804,6 +861,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         store_accumulators<Config, T, false>(p, d, z, row0, n0);
       }
       z = next_z, m0 = next_m0, n0 = next_n0;
+    }
+    if (pending) {
+#pragma unroll
+      for (int round = 0; round < kRounds; ++round) store_pending_round(round);
     }
     // The shared memory the last stores read stays until they are done.
     if (leader) bulk_wait_all();
