@@ -2,15 +2,17 @@
 the same modules on torch's nn.Linear (cuBLAS), and the cost of linear_tiled's fused bias.
 
 Each module is built once (torch_gemm.attention.MultiHeadAttention, or a DecoderLayer: pre-norm
-attention and a SwiGLU MLP of 3.5x the width, as Llama-3-8B's 4096 -> 14336), timed as it is,
-then swapped in place with ``torch_gemm.swap_linear`` (the same Parameters, no copies), checked
-against the torch result and timed again; ``unswap_linear`` restores it for the next case. Passes:
+attention and a SwiGLU MLP of 3.5x the width, as Llama-3-8B's 4096 -> 14336); a twin of it that
+shares its Parameters (no copies) is swapped with ``torch_gemm.swap_linear`` and checked against
+the torch result, then the two are timed. Passes:
 ``fwd`` (inference: under ``torch.no_grad``) and ``fwd+bwd`` (forward, then the gradients of the
 input and of every parameter for a random upstream gradient). Heads are width / head_dim (128).
 
-Timing as bench_mm.py (DESIGN §6): ``triton.testing.do_bench`` (CUDA events, median, L2 flushed
-before every rep) when triton is installed, else the same by hand; float32 rows have TF32 off for
-both sides (dtype ``tf32`` turns it on for both). A swapped module whose output (and, for
+Timing as bench_mm.py (DESIGN §6): CUDA events, median, L2 flushed before every rep, the torch
+module and its swapped twin (for linear_bias: with the bias, without it, and torch's F.linear)
+interleaved rep by rep, so that both sides meet the same clocks (timed one after the other, the
+first runs on a cooler GPU); float32 rows have TF32 off for both sides (dtype ``tf32`` turns it
+on for both). A swapped module whose output (and, for
 fwd+bwd, input gradient) differs from torch's by more than a dtype's sanity bound is reported
 WRONG and not timed; the numerics themselves are tested in tests/test_attention_model.py.
 
@@ -35,6 +37,7 @@ sizes are given, to test the script itself).
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import re
 import sys
@@ -47,7 +50,7 @@ import torch.nn.functional as F
 
 import torch_gemm
 from torch_gemm.attention import DecoderConfig, DecoderLayer, MultiHeadAttention
-from torch_gemm.nn import swap_linear, unswap_linear
+from torch_gemm.nn import swap_linear
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_mm  # noqa: E402  (timing, device names, git state and record writing shared with it)
@@ -208,34 +211,34 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
 
 
-def checked_timing(
-    ours: Callable[[], tuple], reference: tuple, tol: float, device: torch.device, timing: bench_mm.Timing
-) -> tuple[str, Optional[float], Optional[float], Optional[str]]:
-    """(status, ms, rel_diff, error) of ``ours``: run once and compared with ``reference``; timed
-    only when the comparison passes."""
+def check(ours: Callable[[], tuple], reference: tuple, tol: float) -> tuple[str, Optional[float], Optional[str]]:
+    """(status, rel_diff, error) of ``ours``, run once and compared with ``reference``."""
     try:
         # The check runs inside the try: an asynchronous CUDA fault surfaces at its .item().
         diff = rel_diff(ours(), reference)
-        if not diff <= tol:
-            return "WRONG", None, diff, None
-        return "OK", bench_mm.time_ms(ours, device, timing), diff, None
+        return ("OK" if diff <= tol else "WRONG"), diff, None
     except RuntimeError as e:  # TORCH_CHECK failures, CUDA errors, out of memory
-        return "ERROR", None, None, _first_line(e)
+        return "ERROR", None, _first_line(e)
+
+
+def swapped_twin(module: torch.nn.Module, cfg: "Config") -> torch.nn.Module:
+    """A copy of ``module`` holding the same Parameters (no copies), with its Linears swapped."""
+    twin = copy.deepcopy(module, memo={id(p): p for p in module.parameters()})
+    return swap_linear(twin, kernel=cfg.kernel, all_linear=cfg.swap == "all")
 
 
 def measure_module(case: Case, pass_name: str, module: torch.nn.Module, x: torch.Tensor, grad: torch.Tensor,
                    cfg: "Config") -> Measurement:
-    """torch first (its result is the check's reference), then the same module swapped."""
+    """The torch module (its result is the check's reference) and its swapped twin; the twin is
+    timed, interleaved with torch, only once its result passed the check."""
     torch_step = module_step(module, x, grad, pass_name)
     reference = tuple(t.detach().clone() for t in torch_step()[:2])  # output, and x's gradient
-    torch_ms = bench_mm.time_ms(torch_step, cfg.device, cfg.timing)
-    swap_linear(module, kernel=cfg.kernel, all_linear=cfg.swap == "all")
-    try:
-        ours_step = module_step(module, x, grad, pass_name)
-        status, ms, diff, error = checked_timing(lambda: ours_step()[:2], reference, CHECK_TOL[case.dtype],
-                                                 cfg.device, cfg.timing)
-    finally:
-        unswap_linear(module)
+    ours_step = module_step(swapped_twin(module, cfg), x, grad, pass_name)
+    status, diff, error = check(lambda: ours_step()[:2], reference, CHECK_TOL[case.dtype])
+    if status == "OK":
+        ms, torch_ms = bench_mm.time_interleaved([ours_step, torch_step], cfg.device, cfg.timing)
+    else:
+        ms, torch_ms = None, bench_mm.time_ms(torch_step, cfg.device, cfg.timing)
     return Measurement(status, ms, torch_ms, torch_ms, diff, error)
 
 
@@ -268,17 +271,16 @@ def measure_bias(case: Case, pass_name: str, cfg: "Config") -> Measurement:
     ours = lambda *args: torch_gemm.linear_tiled(*args, kernel=cfg.kernel)  # noqa: E731
     tol = CHECK_TOL[case.dtype]
     torch_with = step(F.linear, True)
-    reference = tuple(t.detach().clone() for t in torch_with())
-    torch_ms = bench_mm.time_ms(torch_with, cfg.device, cfg.timing)
-    status, ms, diff, error = checked_timing(step(ours, True), reference, tol, cfg.device, cfg.timing)
-    baseline_ms = None
+    ours_with, ours_without = step(ours, True), step(ours, False)
+    status, diff, error = check(ours_with, tuple(t.detach().clone() for t in torch_with()), tol)
     if status == "OK":
         reference = tuple(t.detach().clone() for t in step(F.linear, False)())
-        status, baseline_ms, diff_without, error = checked_timing(step(ours, False), reference, tol, cfg.device,
-                                                                  cfg.timing)
+        status, diff_without, error = check(ours_without, reference, tol)
         diff = diff_without if diff_without is None else max(diff, diff_without)
-        if status != "OK":
-            ms = None
+    if status != "OK":
+        return Measurement(status, None, None, bench_mm.time_ms(torch_with, cfg.device, cfg.timing), diff, error)
+    ms, baseline_ms, torch_ms = bench_mm.time_interleaved([ours_with, ours_without, torch_with], cfg.device,
+                                                         cfg.timing)
     return Measurement(status, ms, baseline_ms, torch_ms, diff, error)
 
 
@@ -609,7 +611,7 @@ def run(argv: Optional[Sequence[str]] = None) -> list[dict]:
     json_path, csv_path, png_path = (cfg.out / f"{slug}.{ext}" for ext in ("json", "csv", "png"))
     old_record = load_record(json_path)  # a corrupt record stops the run before the sweep
     commit, dirty = bench_mm.git_state()
-    print(f"bench_attention: {name} | {bench_mm.timer_name(device)} | {len(cfg.cases)} cases x "
+    print(f"bench_attention: {name} | {bench_mm.pair_timer_name(device)} | {len(cfg.cases)} cases x "
           f"{len(cfg.passes)} passes | kernel {cfg.kernel}, decoder_layer swaps {cfg.swap}")
 
     rows: list[dict] = []
@@ -621,6 +623,7 @@ def run(argv: Optional[Sequence[str]] = None) -> list[dict]:
     metadata = bench_mm.run_metadata(name, device, commit, dirty, cfg.timing,
                                      "benchmarks/bench_attention.py", argv)
     metadata.update({
+        "timer": bench_mm.pair_timer_name(device),
         # allow_tf32 as set for both sides, per dtype of the rows.
         "tf32": {d: d == "tf32" for d in sorted({c.dtype for c in cfg.cases})},
         "head_dim": cfg.head_dim,

@@ -357,7 +357,7 @@ def pair_timer_name(device: torch.device) -> str:
     """How bench_mm times a kernel against torch.mm (``time_interleaved``)."""
     if device.type != "cuda":
         return timer_name(device)
-    return "CUDA events, each kernel interleaved with torch.mm rep by rep (median, L2 flushed)"
+    return "CUDA events, ours and torch interleaved rep by rep (median, L2 flushed)"
 
 
 def _time_cuda_events(fn: Callable[[], object], device: torch.device, timing: Timing) -> float:

@@ -64,11 +64,6 @@ struct WgmmaConfig {
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
   static constexpr int kGroupM = 8;                // tile rows per rasterization group (L2 reuse)
-  // The next tile's first kPrefetchTiles k-tiles are prefetched into L2 when the producer is
-  // kPrefetchLead k-tiles from the end of the current one: the first copies of a tile come from
-  // memory, not L2, and took ~4600 cycles against the 4 × 1024 the stages hide.
-  static constexpr int kPrefetchTiles = 4;
-  static constexpr int kPrefetchLead = 8;
   // An MN-major operand (16-bit only: tf32 wgmma reads K-major tiles) is copied as boxes of
   // (kBlockK rows of K) × (kMNBox along M or N): one 128-byte swizzled row of M or N.
   static constexpr int kMNBox = kSwizzleBytes / kElementBytes;
@@ -208,15 +203,6 @@ __device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap*
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "h"(mask), "r"(c0), "r"(c1),
       "r"(c2)
       : "memory");
-}
-
-// Asks the TMA unit to bring one box of a tensor map into L2: no shared memory, no barrier, no
-// completion to wait for.
-__device__ __forceinline__ void tma_prefetch(const CUtensorMap* map, int c0, int c1, int c2) {
-  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(c0), "r"(c1), "r"(c2)
-               : "memory");
 }
 
 // ---- TMA stores of C: one box from shared memory into the 3-D map (n, m, batch), clipped at the
@@ -647,7 +633,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       uint32_t phase = 0;
       int z, m0, n0;
       tile_origin<Config, kClusterM>(p, first_turn, rank, &z, &m0, &n0);
-      const int prefetch_at = k_tiles > Config::kPrefetchLead ? k_tiles - Config::kPrefetchLead : 0;
       for (int t = first_turn; t < turns; t += turn_step) {
         int next_z, next_m0, next_n0;
         tile_origin<Config, kClusterM>(p, t + turn_step, rank, &next_z, &next_m0, &next_n0);
@@ -668,14 +653,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                            tma_load(b + offset, map, bar, c0, c1, c2);
                          }
                        });
-          if (kt == prefetch_at && t + turn_step < turns) {
-            for (int next_kt = 0; next_kt < Config::kPrefetchTiles && next_kt < k_tiles; ++next_kt) {
-              for_each_box(next_z, next_m0, next_n0, next_kt * kBlockK,
-                           [&](const CUtensorMap* map, bool, int, int c0, int c1, int c2) {
-                             tma_prefetch(map, c0, c1, c2);
-                           });
-            }
-          }
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
         z = next_z, m0 = next_m0, n0 = next_n0;
@@ -701,17 +678,21 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         kKMajorA ? consumer * Config::kMmaM * Config::kSwizzleBytes : consumer * Config::kMNBoxBytes;
     const unsigned char* ring = sC + consumer * Config::kEpilogueBoxes * Config::kBoxBytes;
     const uint32_t ring_addr = smem_u32(ring);
-    // 16-bit C leaves late: a tile is packed (bias added, rounded) into 64 registers at its end,
-    // and its rounds of TMA stores go out during the next tile's first k-tiles, while that tile's
-    // wgmmas run, instead of the tensor cores idling through them (~2200 cycles a tile, 3% of a
-    // 128×256×4096 tile). fp32 C (tf32) would need all 128 registers, and leaves at once.
-    constexpr bool kDeferStores = !Config::kTf32;
+    // 16-bit C on 128×256 tiles leaves late: a tile is packed (bias added, rounded) into 64
+    // registers at its end, and its rounds of TMA stores go out during the next tile's first
+    // k-tiles, while that tile's wgmmas run. The tensor cores idled ~2200 cycles a tile through
+    // the stores; now ~650 (the packing), but the k-tiles carrying the stores run ~850 cycles
+    // longer each (the main loop keeps shared memory near its bandwidth: the wgmmas read 80 and
+    // the copies write 47 of its 128 bytes a cycle), which leaves 0.5–1.4% (benchmarks/NOTES.md).
+    // fp32 C (tf32) would need all 128 registers; on 64×256 tiles a block has one or two tiles,
+    // nothing to hide behind (1000³ measured 7% slower deferred). Those leave at once.
+    constexpr bool kDeferStores = !Config::kTf32 && Config::kConsumers == 2;
     constexpr int kRounds = Config::kBoxesPerTile / Config::kEpilogueBoxes;
-    uint32_t packed[kDeferStores ? 64 : 1];
+    uint32_t packed[Config::kTf32 ? 1 : 64];
     bool pending = false;  // packed holds a tile not yet (all) stored
     int pending_z = 0, pending_row0 = 0, pending_n0 = 0;
     const auto store_pending_round = [&](int round) {
-      if constexpr (kDeferStores) {
+      if constexpr (!Config::kTf32) {
         store_round<Config>(&map_c, ring_addr, ring, consumer, leader, round, pending_z,
                             pending_row0, pending_n0, [&](int box, uint32_t box_addr) {
                               fill_box_packed<Config>(packed, box, box_addr);
@@ -832,13 +813,18 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       const int row0 = m0 + consumer * Config::kMmaM;
       const int first_column = n0 + threadIdx.x % 4 * 2;  // of this thread, for the bias
       if (p.tma_store) {
-        if constexpr (kDeferStores) {
+        if constexpr (!Config::kTf32) {
           if (p.bias != nullptr) {
             pack_tile<T, true>(d, ColumnBias<T, true>(p, first_column), packed);
           } else {
             pack_tile<T, false>(d, ColumnBias<T, false>(p, first_column), packed);
           }
           pending = true, pending_z = z, pending_row0 = row0, pending_n0 = n0;
+          if constexpr (!kDeferStores) {
+#pragma unroll
+            for (int round = 0; round < kRounds; ++round) store_pending_round(round);
+            pending = false;
+          }
         } else {
           const auto store_now = [&](const auto& bias) {
 #pragma unroll
