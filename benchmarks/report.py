@@ -109,7 +109,7 @@ def render_record(record: dict, headline_only: bool = True) -> str:
         f"### {meta.get('device', '?')}",
         "",
         f"torch {meta.get('torch', '?')}, CUDA {meta.get('cuda') or '–'}, "
-        f"{_provenance(summary, meta)}; last run {(meta.get('date') or '?')[:10]}; {meta.get('timer', '?')}"
+        f"{_provenance(summary, meta)}; last run {(meta.get('date') or '?')[:10]}, timed with {meta.get('timer', '?')}"
         + ("; TF32 only in tf32 rows." if meta.get("device_type") == "cuda" else "."),
         "",
         "| shape (M×N×K) | layout | dtype | auto TFLOP/s | fastest rung | its TFLOP/s | torch.mm TFLOP/s | auto / torch.mm |",
