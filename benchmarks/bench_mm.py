@@ -363,29 +363,7 @@ def pair_timer_name(device: torch.device) -> str:
 def _time_cuda_events(fn: Callable[[], object], device: torch.device, timing: Timing) -> float:
     """triton's do_bench by hand: estimate, warm up, then one event pair per rep with the L2
     flushed (by writing a buffer of at least twice its size) before each."""
-    flush = torch.empty(max(2 * l2_bytes(device), MIN_FLUSH_BYTES) // 4, dtype=torch.int32, device=device)
-    fn()
-    torch.cuda.synchronize(device)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        flush.zero_()
-        fn()
-    end.record()
-    torch.cuda.synchronize(device)
-    estimate_ms = max(start.elapsed_time(end) / 5, 1e-3)
-    for _ in range(max(1, int(timing.warmup_ms / estimate_ms))):
-        fn()
-    n_rep = max(1, int(timing.rep_ms / estimate_ms))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    for s, e in zip(starts, ends):
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize(device)
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return _time_interleaved_cuda([fn], device, timing)[0]
 
 
 def _time_cpu(fn: Callable[[], object], timing: Timing) -> float:

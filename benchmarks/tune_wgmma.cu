@@ -32,18 +32,9 @@
 #include <vector>
 
 #include "kernels/wgmma_sm90_launch.cu"
+#include "tune_common.cuh"
 
 using namespace torch_gemm;
-
-#define CHECK_CUDA(expr)                                                              \
-  do {                                                                                \
-    cudaError_t err_ = (expr);                                                        \
-    if (err_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr,              \
-                   cudaGetErrorString(err_));                                         \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 #define CHECK_CUBLAS(expr)                                                            \
   do {                                                                                \
@@ -54,18 +45,6 @@ using namespace torch_gemm;
       std::exit(1);                                                                   \
     }                                                                                 \
   } while (0)
-
-template <typename T>
-__global__ void fill_uniform(T* x, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    x[i] = static_cast<T>(static_cast<float>(h & 0xffffff) / 8388608.0f - 1.0f);
-  }
-}
 
 template <typename T>
 __global__ void max_abs_diff(const T* x, const T* ref, int64_t n, float* out) {
