@@ -361,8 +361,8 @@ def pair_timer_name(device: torch.device) -> str:
 
 
 def _time_cuda_events(fn: Callable[[], object], device: torch.device, timing: Timing) -> float:
-    """triton's do_bench by hand: estimate, warm up, then one event pair per rep with the L2
-    flushed (by writing a buffer of at least twice its size) before each."""
+    """triton's do_bench by hand, for when triton is missing: ``_time_interleaved_cuda`` over
+    one callable."""
     return _time_interleaved_cuda([fn], device, timing)[0]
 
 
@@ -386,9 +386,10 @@ def _time_cpu(fn: Callable[[], object], timing: Timing) -> float:
 
 def _time_interleaved_cuda(fns: Sequence[Callable[[], object]], device: torch.device,
                            timing: Timing) -> list[float]:
-    """The CUDA-event timer of ``_time_cuda_events`` over several callables at once: each rep
-    flushes the L2 before each callable and times it, the order rotating from rep to rep, so that
-    every callable meets the same clocks and temperatures. Median milliseconds of each."""
+    """triton's do_bench by hand, over several callables at once: estimate each, warm up, then in
+    every rep flush the L2 (by writing a buffer of at least twice its size) before each callable
+    and time it with an event pair, the order rotating from rep to rep, so that every callable
+    meets the same clocks and temperatures. Median milliseconds of each."""
     flush = torch.empty(max(2 * l2_bytes(device), MIN_FLUSH_BYTES) // 4, dtype=torch.int32, device=device)
     for fn in fns:
         fn()

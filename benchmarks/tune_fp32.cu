@@ -119,24 +119,10 @@ float median_ms(const std::function<void()>& launch, char* flush, size_t flush_b
                 cudaStream_t s) {
   constexpr int kWarmup = 2, kReps = 15;
   for (int i = 0; i < kWarmup; ++i) launch();
+  FlushedTimer timer(flush, flush_bytes, s);
   std::vector<float> times;
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < kReps; ++i) {
-    CHECK_CUDA(cudaMemsetAsync(flush, i, flush_bytes, s));
-    CHECK_CUDA(cudaEventRecord(start, s));
-    launch();
-    CHECK_CUDA(cudaEventRecord(stop, s));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  for (int i = 0; i < kReps; ++i) times.push_back(timer.time(launch));
+  return median(times);
 }
 
 // max |x - ref| / max |ref|

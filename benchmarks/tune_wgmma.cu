@@ -136,35 +136,17 @@ void run_case(Case s, const std::string& layout, int reps, cublasHandle_t handle
   const float diff = prob.rel_diff();
   for (int i = 0; i < 3; ++i) prob.ours(stream), prob.cublas(handle);
 
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  const auto time_one = [&](const std::function<void()>& launch) {
-    CHECK_CUDA(cudaMemsetAsync(flush, 0, flush_bytes, stream));
-    CHECK_CUDA(cudaEventRecord(start, stream));
-    launch();
-    CHECK_CUDA(cudaEventRecord(stop, stream));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    return ms;
-  };
+  FlushedTimer timer(flush, flush_bytes, stream);
   std::vector<float> ours, theirs;
   for (int r = 0; r < reps; ++r) {
-    const auto run_ours = [&] { ours.push_back(time_one([&] { prob.ours(stream); })); };
-    const auto run_theirs = [&] { theirs.push_back(time_one([&] { prob.cublas(handle); })); };
+    const auto run_ours = [&] { ours.push_back(timer.time([&] { prob.ours(stream); })); };
+    const auto run_theirs = [&] { theirs.push_back(timer.time([&] { prob.cublas(handle); })); };
     if (r % 2 == 0) {
       run_ours(), run_theirs();
     } else {
       run_theirs(), run_ours();
     }
   }
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
-  const auto median = [](std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   const float ms = median(ours), ms_ref = median(theirs);
   const double flop = 2.0 * s.M * s.N * s.K;
   std::printf("%6lld x %6lld x %6lld %s  ours %7.1f TFLOP/s  cuBLAS %7.1f  ratio %.3f  diff %.1e\n",

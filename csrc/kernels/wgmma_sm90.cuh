@@ -609,55 +609,50 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       constexpr int kSliceN = Config::kBlockN / kClusterM;  // the part of B this block copies
       constexpr uint16_t kClusterMask = (1u << kClusterM) - 1;
       const int slice = static_cast<int>(rank) * kSliceN;
-      // The boxes of one k-tile that this block copies, each as op(map, is_b, byte offset into
-      // the stage's A or B, coordinates): all of A; of B, this block's slice.
-      const auto for_each_box = [&](int z, int m0, int n0, int k0, auto&& op) {
-        if constexpr (kKMajorA) {
-          op(&map_a, false, 0, k0, m0, z);  // (kBlockM rows, one row of K)
-        } else {
-#pragma unroll
-          for (int j = 0; j < Config::kBlockM / Config::kMNBox; ++j) {  // (64 K rows, 64 M) each
-            op(&map_a, false, j * Config::kMNBoxBytes, m0 + j * Config::kMNBox, k0, z);
-          }
-        }
-        if constexpr (kKMajorB) {
-          // (kSliceN rows, one row of K): rows slice .. slice + kSliceN of the (kBlockN, K) tile.
-          op(&map_b, true, slice * Config::kSwizzleBytes, k0, n0 + slice, z);
-        } else {
-#pragma unroll
-          for (int j = 0; j < kSliceN / Config::kMNBox; ++j) {  // (64 K rows, 64 N) each
-            const int box = slice / Config::kMNBox + j;
-            op(&map_b, true, box * Config::kMNBoxBytes, n0 + box * Config::kMNBox, k0, z);
-          }
-        }
-      };
       int stage = 0;
       uint32_t phase = 0;
-      int z, m0, n0;
-      tile_origin<Config, kClusterM>(p, first_turn, rank, &z, &m0, &n0);
       for (int t = first_turn; t < turns; t += turn_step) {
-        int next_z, next_m0, next_n0;
-        tile_origin<Config, kClusterM>(p, t + turn_step, rank, &next_z, &next_m0, &next_n0);
+        int z, m0, n0;
+        tile_origin<Config, kClusterM>(p, t, rank, &z, &m0, &n0);
         for (int kt = 0; kt < k_tiles; ++kt) {
           // Every consumer this stage's copies reach is done with it.
           mbarrier_wait(&empty[stage], phase ^ 1);
           mbarrier_expect_tx(&full[stage], kStageBytes);
           unsigned char* a = sA + stage * Config::kStageBytesA;
           unsigned char* b = sB + stage * Config::kStageBytesB;
-          uint64_t* bar = &full[stage];
-          for_each_box(z, m0, n0, kt * kBlockK,
-                       [&](const CUtensorMap* map, bool is_b, int offset, int c0, int c1, int c2) {
-                         if (!is_b) {
-                           tma_load(a + offset, map, bar, c0, c1, c2);
-                         } else if constexpr (kClusterM > 1) {
-                           tma_load_multicast(b + offset, map, bar, kClusterMask, c0, c1, c2);
-                         } else {
-                           tma_load(b + offset, map, bar, c0, c1, c2);
-                         }
-                       });
+          const int k0 = kt * kBlockK;
+          if constexpr (kKMajorA) {
+            tma_load(a, &map_a, &full[stage], k0, m0, z);  // (kBlockM rows, one row of K)
+          } else {
+#pragma unroll
+            for (int j = 0; j < Config::kBlockM / Config::kMNBox; ++j) {  // (64 K rows, 64 M) each
+              tma_load(a + j * Config::kMNBoxBytes, &map_a, &full[stage], m0 + j * Config::kMNBox,
+                       k0, z);
+            }
+          }
+          if constexpr (kKMajorB) {
+            // (kSliceN rows, one row of K): rows slice .. slice + kSliceN of the (kBlockN, K) tile.
+            unsigned char* dst = b + slice * Config::kSwizzleBytes;
+            if constexpr (kClusterM > 1) {
+              tma_load_multicast(dst, &map_b, &full[stage], kClusterMask, k0, n0 + slice, z);
+            } else {
+              tma_load(dst, &map_b, &full[stage], k0, n0 + slice, z);
+            }
+          } else {
+#pragma unroll
+            for (int j = 0; j < kSliceN / Config::kMNBox; ++j) {  // (64 K rows, 64 N) each
+              const int box = slice / Config::kMNBox + j;
+              unsigned char* dst = b + box * Config::kMNBoxBytes;
+              if constexpr (kClusterM > 1) {
+                tma_load_multicast(dst, &map_b, &full[stage], kClusterMask,
+                                   n0 + box * Config::kMNBox, k0, z);
+              } else {
+                tma_load(dst, &map_b, &full[stage], n0 + box * Config::kMNBox, k0, z);
+              }
+            }
+          }
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
-        z = next_z, m0 = next_m0, n0 = next_n0;
       }
     }
     __syncwarp();  // warp 0 reconverges before the cluster barrier, which needs whole warps
@@ -693,12 +688,18 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     uint32_t packed[Config::kTf32 ? 1 : 64];
     bool pending = false;  // packed holds a tile not yet (all) stored
     int pending_z = 0, pending_row0 = 0, pending_n0 = 0;
-    const auto store_pending_round = [&](int round) {
+    // Rounds [from, to) of the packed tile. The rounds are unrolled so that each indexes packed
+    // with constants: a register array indexed at run time would live in local memory.
+    const auto store_pending_rounds = [&](int from, int to) {
       if constexpr (!Config::kTf32) {
-        store_round<Config>(&map_c, ring_addr, ring, consumer, leader, round, pending_z,
-                            pending_row0, pending_n0, [&](int box, uint32_t box_addr) {
-                              fill_box_packed<Config>(packed, box, box_addr);
-                            });
+#pragma unroll
+        for (int round = 0; round < kRounds; ++round) {
+          if (round < from || round >= to) continue;
+          store_round<Config>(&map_c, ring_addr, ring, consumer, leader, round, pending_z,
+                              pending_row0, pending_n0, [&](int box, uint32_t box_addr) {
+                                fill_box_packed<Config>(packed, box, box_addr);
+                              });
+        }
       }
     };
     float d[128];
@@ -782,14 +783,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
           }
           wgmma_commit();
           if (kt == 0) prepare_next_tile();
-          if (pending) {
-            // Round kt, as a constant: packed is indexed by the round, and a register array
-            // indexed at run time would live in local memory.
-#pragma unroll
-            for (int round = 0; round < kRounds; ++round) {
-              if (kt == round) store_pending_round(round);
-            }
-          }
+          if (pending) store_pending_rounds(kt, kt + 1);
           // The previous k-tile's wgmmas have finished reading their stage: hand it back. This
           // k-tile's stay in flight while the next stage is awaited.
           wgmma_wait<1>();
@@ -803,13 +797,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       fence_accumulators(d);
       if (previous >= 0) release(previous);
       // The previous tile's rounds that its k-tiles were too few to carry.
-      if (pending) {
-#pragma unroll
-        for (int round = 0; round < kRounds; ++round) {
-          if (round >= k_tiles) store_pending_round(round);
-        }
-        pending = false;
-      }
+      if (pending) store_pending_rounds(k_tiles, kRounds);
+      pending = false;
       // The epilogue, in four forms: whether TMA can store C, and whether there is a bias
       // (decided here, once per tile, rather than per element).
       const int row0 = m0 + consumer * Config::kMmaM;
@@ -821,11 +810,11 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
           } else {
             pack_tile<T, false>(d, ColumnBias<T, false>(p, first_column), packed);
           }
-          pending = true, pending_z = z, pending_row0 = row0, pending_n0 = n0;
-          if constexpr (!kDeferStores) {
-#pragma unroll
-            for (int round = 0; round < kRounds; ++round) store_pending_round(round);
-            pending = false;
+          pending_z = z, pending_row0 = row0, pending_n0 = n0;
+          if constexpr (kDeferStores) {
+            pending = true;
+          } else {
+            store_pending_rounds(0, kRounds);
           }
         } else {
           const auto store_now = [&](const auto& bias) {
@@ -850,10 +839,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       }
       z = next_z, m0 = next_m0, n0 = next_n0;
     }
-    if (pending) {
-#pragma unroll
-      for (int round = 0; round < kRounds; ++round) store_pending_round(round);
-    }
+    if (pending) store_pending_rounds(0, kRounds);
     // The shared memory the last stores read stays until they are done.
     if (leader) bulk_wait_all();
   }
