@@ -1,6 +1,6 @@
 // Rung 7, wgmma_sm90: Hopper's warpgroup MMA fed by the tensor-memory accelerator, for bf16/fp16
-// and for fp32 as tf32. Measured on an H200 (record, 9ffa057): 710 TFLOP/s at 4096³ bf16 NN
-// (torch.mm 717 in the same run, 0.991), 8192³ 1.015, 4095³ 2.35, 1000³ 0.77.
+// and for fp32 as tf32. Measured on an H200 (record, 3858a42): 712 TFLOP/s at 4096³ bf16 NN
+// (torch.mm 720 in the same run, 0.989), 8192³ 1.022, 4095³ 2.34, 1000³ 0.78.
 //
 // Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
 // memory, completing on mbarriers, so no thread computes an address or a bounds test in the main
