@@ -1,11 +1,15 @@
 // Tuning harness for wgmma_sm90: times the library's launcher (the kernel mm_tiled runs, with its
-// repacks and tile choice) against cuBLAS (cublasGemmEx, what torch.mm calls for bf16/fp16) on the
+// repacks and tile choice) against cuBLAS (cublasGemmEx, what torch.mm calls for bf16/fp16, and
+// for fp32 with TF32 allowed, as tf32) on the
 // same inputs, without torch, so that variants of the kernel build in parallel nvcc calls and run
 // in one GPU session. The numbers are for choosing a design; the record comes from bench_mm.py.
 //
 //   nvcc -std=c++17 -O3 -Icsrc -I$CUBLAS/include -gencode=arch=compute_90a,code=sm_90a \
 //        -DTORCH_GEMM_WITH_SM90A benchmarks/tune_wgmma.cu -L$CUBLAS/lib -lcublas -o tune_wgmma
-//   ./tune_wgmma [--dtype bf16|fp16] [--layout NN|NT|TN|TT] [--reps R] [M,N,K ...]
+//   ./tune_wgmma [--dtype bf16|fp16|tf32] [--layout NN|NT|TN|TT] [--reps R] [--bias] [M,N,K ...]
+//
+// --bias also times ours with a bias of N elements (the fused bias of linear_tiled), interleaved
+// with the two others, and prints what it costs over ours without.
 //
 // ($CUBLAS: a CUDA toolkit, or the nvidia-cublas wheel's nvidia/cu13.) A variant is a copy of
 // csrc/kernels/wgmma_sm90*.cu* in another directory named first on the include path (-Idir): this
@@ -70,7 +74,7 @@ template <typename T>
 struct Problem {
   Case shape;
   bool trans_a, trans_b;
-  T *a, *b, *c_ours, *c_ref;
+  T *a, *b, *c_ours, *c_ref, *bias;
   void* workspace = nullptr;
   GemmParams params;
 
@@ -79,12 +83,16 @@ struct Problem {
     CHECK_CUDA(cudaMalloc(&b, s.K * s.N * sizeof(T)));
     CHECK_CUDA(cudaMalloc(&c_ours, s.M * s.N * sizeof(T)));
     CHECK_CUDA(cudaMalloc(&c_ref, s.M * s.N * sizeof(T)));
+    CHECK_CUDA(cudaMalloc(&bias, s.N * sizeof(T)));
     fill_uniform<<<1024, 256>>>(a, s.M * s.K, 1);
     fill_uniform<<<1024, 256>>>(b, s.K * s.N, 2);
+    fill_uniform<<<1024, 256>>>(bias, s.N, 3);
     CHECK_CUDA(cudaGetLastError());
     GemmParams& p = params;
     p.M = s.M, p.N = s.N, p.K = s.K;
-    p.dtype = std::is_same_v<T, __nv_bfloat16> ? DType::kBFloat16 : DType::kFloat16;
+    p.dtype = std::is_same_v<T, __nv_bfloat16> ? DType::kBFloat16
+              : std::is_same_v<T, __half>       ? DType::kFloat16
+                                                : DType::kFloat32;  // read as tf32
     p.a = a, p.b = b, p.c = c_ours;
     p.a_stride_m = ta ? 1 : s.K, p.a_stride_k = ta ? s.M : 1;
     p.b_stride_k = tb ? 1 : s.N, p.b_stride_n = tb ? s.K : 1;
@@ -94,21 +102,30 @@ struct Problem {
     p.workspace = workspace;
   }
   ~Problem() {
-    cudaFree(a), cudaFree(b), cudaFree(c_ours), cudaFree(c_ref), cudaFree(workspace);
+    cudaFree(a), cudaFree(b), cudaFree(c_ours), cudaFree(c_ref), cudaFree(bias);
+    cudaFree(workspace);
   }
 
-  void ours(cudaStream_t s) { CHECK_CUDA(launch_gemm_wgmma_sm90(params, s)); }
+  void ours(cudaStream_t s, bool with_bias = false) {
+    GemmParams p = params;
+    if (with_bias) p.bias = bias, p.bias_stride = 1;
+    CHECK_CUDA(launch_gemm_wgmma_sm90(p, s));
+  }
 
   // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLAS's first operand is B.
   void cublas(cublasHandle_t h) {
     const float one = 1.0f, zero = 0.0f;
-    const cudaDataType_t type = std::is_same_v<T, __nv_bfloat16> ? CUDA_R_16BF : CUDA_R_16F;
+    const cudaDataType_t type = std::is_same_v<T, __nv_bfloat16> ? CUDA_R_16BF
+                                : std::is_same_v<T, __half>       ? CUDA_R_16F
+                                                                  : CUDA_R_32F;
+    const cublasComputeType_t compute =
+        std::is_same_v<T, float> ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     CHECK_CUBLAS(cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                               trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(shape.N),
                               static_cast<int>(shape.M), static_cast<int>(shape.K), &one, b, type,
                               static_cast<int>(trans_b ? shape.K : shape.N), a, type,
                               static_cast<int>(trans_a ? shape.M : shape.K), &zero, c_ref, type,
-                              static_cast<int>(shape.N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                              static_cast<int>(shape.N), compute, CUBLAS_GEMM_DEFAULT));
   }
 
   // max |ours − cuBLAS| / max |cuBLAS|
@@ -125,8 +142,8 @@ struct Problem {
 };
 
 template <typename T>
-void run_case(Case s, const std::string& layout, int reps, cublasHandle_t handle, char* flush,
-              size_t flush_bytes) {
+void run_case(Case s, const std::string& layout, int reps, bool with_bias, cublasHandle_t handle,
+              char* flush, size_t flush_bytes) {
   Problem<T> prob(s, layout[0] == 'T', layout[1] == 'T');
   cudaStream_t stream = nullptr;
   CHECK_CUBLAS(cublasSetStream(handle, stream));
@@ -137,14 +154,17 @@ void run_case(Case s, const std::string& layout, int reps, cublasHandle_t handle
   for (int i = 0; i < 3; ++i) prob.ours(stream), prob.cublas(handle);
 
   FlushedTimer timer(flush, flush_bytes, stream);
-  std::vector<float> ours, theirs;
+  std::vector<float> ours, theirs, biased;
   for (int r = 0; r < reps; ++r) {
     const auto run_ours = [&] { ours.push_back(timer.time([&] { prob.ours(stream); })); };
     const auto run_theirs = [&] { theirs.push_back(timer.time([&] { prob.cublas(handle); })); };
+    const auto run_biased = [&] {
+      if (with_bias) biased.push_back(timer.time([&] { prob.ours(stream, true); }));
+    };
     if (r % 2 == 0) {
-      run_ours(), run_theirs();
+      run_ours(), run_theirs(), run_biased();
     } else {
-      run_theirs(), run_ours();
+      run_biased(), run_theirs(), run_ours();
     }
   }
   const float ms = median(ours), ms_ref = median(theirs);
@@ -153,6 +173,11 @@ void run_case(Case s, const std::string& layout, int reps, cublasHandle_t handle
               static_cast<long long>(s.M), static_cast<long long>(s.N),
               static_cast<long long>(s.K), layout.c_str(), flop / ms / 1e9, flop / ms_ref / 1e9,
               ms_ref / ms, diff);
+  if (with_bias) {
+    const float ms_bias = median(biased);
+    std::printf("    with bias %7.1f TFLOP/s  costs %+.2f%% over ours without\n",
+                flop / ms_bias / 1e9, 100.0 * (ms_bias / ms - 1.0));
+  }
 #ifdef TUNE_WGMMA_REPORT
   tune_wgmma_report(prob.params);
 #endif
@@ -163,6 +188,7 @@ int main(int argc, char** argv) {
   std::vector<Case> shapes;
   std::string layout = "NN", dtype = "bf16";
   int reps = 30;
+  bool with_bias = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     long long m, n, k;
@@ -170,6 +196,8 @@ int main(int argc, char** argv) {
       layout = argv[++i];
     } else if (arg == "--dtype" && i + 1 < argc) {
       dtype = argv[++i];
+    } else if (arg == "--bias") {
+      with_bias = true;
     } else if (arg == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (std::sscanf(argv[i], "%lld,%lld,%lld", &m, &n, &k) == 3) {
@@ -180,8 +208,8 @@ int main(int argc, char** argv) {
     }
   }
   if (layout.size() != 2 || (layout[0] != 'N' && layout[0] != 'T') ||
-      (layout[1] != 'N' && layout[1] != 'T') || (dtype != "bf16" && dtype != "fp16")) {
-    std::fprintf(stderr, "--layout NN|NT|TN|TT, --dtype bf16|fp16\n");
+      (layout[1] != 'N' && layout[1] != 'T') || (dtype != "bf16" && dtype != "fp16" && dtype != "tf32")) {
+    std::fprintf(stderr, "--layout NN|NT|TN|TT, --dtype bf16|fp16|tf32\n");
     return 2;
   }
   if (shapes.empty()) {
@@ -197,9 +225,11 @@ int main(int argc, char** argv) {
   CHECK_CUBLAS(cublasCreate(&handle));
   for (const Case& s : shapes) {
     if (dtype == "bf16") {
-      run_case<__nv_bfloat16>(s, layout, reps, handle, flush, flush_bytes);
+      run_case<__nv_bfloat16>(s, layout, reps, with_bias, handle, flush, flush_bytes);
+    } else if (dtype == "fp16") {
+      run_case<__half>(s, layout, reps, with_bias, handle, flush, flush_bytes);
     } else {
-      run_case<__half>(s, layout, reps, handle, flush, flush_bytes);
+      run_case<float>(s, layout, reps, with_bias, handle, flush, flush_bytes);
     }
   }
   cublasDestroy(handle);

@@ -83,16 +83,25 @@ struct WgmmaConfig {
   static constexpr int kSmemLimit = 227 * 1024;  // sm_90's dynamic shared memory per block
   static constexpr int kPipelineBytes = kStages * (kStageBytesA + kStageBytesB);
   static constexpr int kBarrierBytes = 2 * kStages * 8;
+  // The tile's bias, staged in shared memory once per tile so that the epilogue reads it there
+  // (from global memory, each thread's 64 reads at the packing cost 5% of a K = 4096 tile).
+  // One row serves every consumer: their tiles share the columns.
+  static constexpr int kBiasBytes = kBlockN * kElementBytes;
+  static constexpr int kBiasPerThread = kBlockN / (kConsumers * kWarpgroupThreads);  // 1 or 2
   static constexpr int kFreeBoxes =
-      (kSmemLimit - kPipelineBytes - kBarrierBytes - kSwizzleAtomBytes) / (kConsumers * kBoxBytes);
+      (kSmemLimit - kPipelineBytes - kBarrierBytes - kBiasBytes - kSwizzleAtomBytes) /
+      (kConsumers * kBoxBytes);
   static constexpr int kEpilogueBoxes = kFreeBoxes < kBoxesPerTile ? kFreeBoxes : kBoxesPerTile;
   // Stages, then the epilogue boxes (each 1024-byte aligned, the swizzle atom), then the
-  // 2·kStages mbarriers; plus slack to align the dynamic shared memory base up to 1024.
+  // 2·kStages mbarriers, then the bias row; plus slack to align the dynamic shared memory base up
+  // to 1024.
   static constexpr int kEpilogueBytes = kConsumers * kEpilogueBoxes * kBoxBytes;
   static constexpr int kSmemBytes =
-      kPipelineBytes + kEpilogueBytes + kBarrierBytes + kSwizzleAtomBytes;
+      kPipelineBytes + kEpilogueBytes + kBarrierBytes + kBiasBytes + kSwizzleAtomBytes;
 
   static_assert(kEpilogueBoxes >= 1, "the stages leave room for one epilogue box per consumer");
+  static_assert(kBiasPerThread * kConsumers * kWarpgroupThreads == kBlockN,
+                "the consumers stage the bias row a whole number of columns each");
   static_assert(kSmemBytes <= kSmemLimit, "fits sm_90's shared memory");
   static_assert(kBlockM % kMNBox == 0 && kBlockN % kMNBox == 0,
                 "MN-major tiles are whole 64-element boxes");
@@ -243,6 +252,12 @@ __device__ __forceinline__ void warpgroup_sync(int consumer) {
   asm volatile("bar.sync %0, 128;" ::"r"(consumer + 1) : "memory");
 }
 
+// A barrier among all kConsumers consumer warpgroups (id 3).
+template <int kConsumers>
+__device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync 3, %0;" ::"n"(kConsumers * 128) : "memory");
+}
+
 // Four 8×8 16-bit matrices from the accumulator layout (lane l: row l/4, columns 2(l%4) and the
 // next) to the rows whose addresses lanes 8i..8i+7 give for matrix i.
 __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
@@ -388,27 +403,25 @@ __device__ __forceinline__ void tile_origin(const WgmmaParams& p, int t, uint32_
 // d[4j], d[4j+1] in the upper row, d[4j+2], d[4j+3] in the lower.
 
 // The bias of the columns one thread stores, decided once per tile: kBias is whether there is one
-// (the kernel branches once, so the bias-free epilogue carries no per-element test), and `col`
-// points at the bias of the thread's first column, n0 + 2(l%4). A column c past it is read at
-// col + c·stride, and reads 0 past N (those columns are clipped by the store anyway).
+// (the kernel branches once, so the bias-free epilogue carries no per-element test). `col` points
+// into the tile's bias row in shared memory (zero past N), at the thread's first column
+// n0 + 2(l%4); pair(j) is the bias of columns 8j and 8j + 1 past it, one shared-memory read.
 template <typename T, bool kBias>
 struct ColumnBias {
   const T* col = nullptr;
-  int64_t stride = 0;
-  int remaining = 0;  // columns from the thread's first to N
 
-  __device__ __forceinline__ ColumnBias(const WgmmaParams& p, int n_first) {
-    if constexpr (kBias) {
-      col = static_cast<const T*>(p.bias) + n_first * p.bias_stride;
-      stride = p.bias_stride;
-      remaining = p.N - n_first;
-    }
+  __device__ __forceinline__ explicit ColumnBias(const T* row) {
+    if constexpr (kBias) col = row + threadIdx.x % 4 * 2;
   }
-  __device__ __forceinline__ float operator()(int c) const {
-    if constexpr (kBias) {
-      return c < remaining ? to_acc<float>(col[c * stride]) : 0.0f;
+  __device__ __forceinline__ float2 pair(int j) const {
+    if constexpr (!kBias) {
+      return make_float2(0.0f, 0.0f);
+    } else if constexpr (std::is_same_v<T, float>) {
+      return *reinterpret_cast<const float2*>(col + 8 * j);
     } else {
-      return 0.0f;
+      using Pair = std::conditional_t<std::is_same_v<T, __nv_bfloat16>, __nv_bfloat162, __half2>;
+      const Pair two = *reinterpret_cast<const Pair*>(col + 8 * j);
+      return make_float2(to_acc<float>(two.x), to_acc<float>(two.y));
     }
   }
 };
@@ -427,14 +440,14 @@ __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
 // the path for a C that TMA cannot address.
 template <typename Config, typename T, bool kBias>
 __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const float (&d)[128],
-                                                   int z, int row0, int n0) {
+                                                   const ColumnBias<T, kBias>& bias, int z,
+                                                   int row0, int n0) {
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32 % 4;
   T* c = static_cast<T*>(p.c) + z * p.c_stride_batch;
   // Two columns in one store where C's rows are contiguous and aligned for it.
   const bool pairs = p.c_stride_n == 1 && p.c_stride_m % 2 == 0 &&
                      reinterpret_cast<uintptr_t>(c) % (2 * sizeof(T)) == 0;
-  const ColumnBias<T, kBias> bias(p, n0 + lane % 4 * 2);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int m = row0 + warp * 16 + lane / 4 + half * 8;
@@ -443,8 +456,9 @@ __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const f
 #pragma unroll
     for (int j = 0; j < Config::kMmaN / 8; ++j) {
       const int n = n0 + j * 8 + lane % 4 * 2;
-      const float v0 = d[4 * j + 2 * half] + bias(j * 8);
-      const float v1 = d[4 * j + 2 * half + 1] + bias(j * 8 + 1);
+      const float2 b = bias.pair(j);
+      const float v0 = d[4 * j + 2 * half] + b.x;
+      const float v1 = d[4 * j + 2 * half + 1] + b.y;
       if (pairs && n + 1 < p.N) {
         if constexpr (std::is_same_v<T, float>) {
           *reinterpret_cast<float2*>(row + n) = make_float2(v0, v1);
@@ -467,9 +481,9 @@ __device__ __forceinline__ void pack_tile(const float (&d)[128], const ColumnBia
                                           uint32_t (&packed)[64]) {
 #pragma unroll
   for (int j = 0; j < 32; ++j) {
-    const float b0 = bias(j * 8), b1 = bias(j * 8 + 1);
-    packed[2 * j] = pack_pair<T>(d[4 * j] + b0, d[4 * j + 1] + b1);
-    packed[2 * j + 1] = pack_pair<T>(d[4 * j + 2] + b0, d[4 * j + 3] + b1);
+    const float2 b = bias.pair(j);
+    packed[2 * j] = pack_pair<T>(d[4 * j] + b.x, d[4 * j + 1] + b.y);
+    packed[2 * j + 1] = pack_pair<T>(d[4 * j + 2] + b.x, d[4 * j + 3] + b.y);
   }
 }
 
@@ -505,14 +519,14 @@ __device__ __forceinline__ void fill_box_fp32(const float (&d)[128],
   for (int jj = 0; jj < Config::kBoxCols / 8; ++jj) {
     const int j = box * (Config::kBoxCols / 8) + jj;  // 8-column block of the 256
     const uint32_t chunk = 2 * jj + q / 2;
-    const float b0 = bias(j * 8), b1 = bias(j * 8 + 1);
+    const float2 b = bias.pair(j);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const uint32_t row = warp * 16 + half * 8 + lane / 4;
       const uint32_t addr =
           box_addr + row * Config::kSwizzleBytes + ((chunk ^ (row % 8)) << 4) + (q % 2) * 8;
-      const float v0 = d[4 * j + 2 * half] + b0;
-      const float v1 = d[4 * j + 2 * half + 1] + b1;
+      const float v0 = d[4 * j + 2 * half] + b.x;
+      const float v1 = d[4 * j + 2 * half + 1] + b.y;
       asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1) : "memory");
     }
   }
@@ -577,6 +591,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   unsigned char* sC = sB + kStages * Config::kStageBytesB;  // (consumer, kEpilogueBoxes, 8 KB)
   uint64_t* full = reinterpret_cast<uint64_t*>(sC + Config::kEpilogueBytes);
   uint64_t* empty = full + kStages;
+  T* sBias = reinterpret_cast<T*>(empty + kStages);  // (kBlockN): the tile's bias, 0 past N
 
   const int warpgroup = threadIdx.x / Config::kWarpgroupThreads;
   const int k_tiles = (p.K + kBlockK - 1) / kBlockK;
@@ -715,6 +730,54 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         mbarrier_arrive(&empty[released]);
       }
     };
+    // tf32: A's fragments of one k-tile (kBlockK / kMmaK wgmmas × 4 registers), in two sets.
+    constexpr int kTf32Steps = Config::kTf32 ? kBlockK / Config::kMmaK : 1;
+    uint32_t frag_even[kTf32Steps][4] = {}, frag_odd[kTf32Steps][4] = {};
+    // Both sets stay live through every k-tile (an empty asm reads them after each wait), so the
+    // compiler gives them separate registers and writes neither while wgmmas may read it: it
+    // cannot see that the wgmmas are asynchronous.
+    const auto keep_fragments = [&] {
+      if constexpr (Config::kTf32) {
+#pragma unroll
+        for (int kk = 0; kk < kTf32Steps; ++kk) {
+          asm volatile("" ::"r"(frag_even[kk][0]), "r"(frag_even[kk][1]), "r"(frag_even[kk][2]),
+                       "r"(frag_even[kk][3]), "r"(frag_odd[kk][0]), "r"(frag_odd[kk][1]),
+                       "r"(frag_odd[kk][2]), "r"(frag_odd[kk][3]));
+        }
+      }
+    };
+    // One tf32 k-tile: A's fragments loaded into `frag` and rounded, then the wgmmas issued.
+    const auto tf32_k_tile = [&](const unsigned char* a, const unsigned char* b,
+                                 uint32_t (&frag)[kTf32Steps][4]) {
+      if constexpr (Config::kTf32) {
+        const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
+        const uint32_t row = warp * 16 + lane / 4;  // its 8-row group's swizzle phase: lane / 4
+        const uint32_t a_addr = smem_u32(a) + row * Config::kSwizzleBytes + lane % 4 * 4;
+#pragma unroll
+        for (int kk = 0; kk < kTf32Steps; ++kk) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const uint32_t chunk = 2 * kk + i / 2;  // 16-byte chunk of columns 8kk + 4(i/2)..
+            float x;
+            asm volatile("ld.shared.f32 %0, [%1];"
+                         : "=f"(x)
+                         : "r"(a_addr + (i % 2) * 8 * Config::kSwizzleBytes +
+                               ((chunk ^ (lane / 4)) << 4))
+                         : "memory");
+            frag[kk][i] = __float_as_uint(round_to_tf32(x));
+          }
+        }
+        fence_accumulators(d);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kTf32Steps; ++kk) {
+          const uint64_t desc_b =
+              smem_descriptor(b + kk * kStepB, kLeadingB, Config::kSwizzleAtomBytes);
+          wgmma_m64n256k8_tf32(d, frag[kk], desc_b, 1);
+        }
+        wgmma_commit();
+      }
+    };
     // The tile's origin, and the next one's: computed while the first k-tile's wgmmas run, its
     // integer divisions stall no warp between tiles (they did, ~650 cycles per tile, when each
     // tile began with them). Past the last turn the origin is unused.
@@ -727,6 +790,19 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         // Keeps the compiler from sinking the divisions to where the results are used.
         asm volatile("" : "+r"(next_z), "+r"(next_m0), "+r"(next_n0));
       };
+      // This tile's share of the bias row, read now so that its latency passes under the main
+      // loop (the waits' memory clobbers keep the compiler from sinking the reads to their use).
+      const bool has_bias = p.bias != nullptr;
+      T bias_share[Config::kBiasPerThread];
+      const int bias_first = threadIdx.x - Config::kWarpgroupThreads;  // 0 .. consumer threads
+      if (has_bias) {
+#pragma unroll
+        for (int i = 0; i < Config::kBiasPerThread; ++i) {
+          const int n = n0 + bias_first + i * Config::kConsumers * Config::kWarpgroupThreads;
+          bias_share[i] = n < p.N ? static_cast<const T*>(p.bias)[n * p.bias_stride]
+                                  : from_acc<T>(0.0f);
+        }
+      }
 #pragma unroll
       for (int i = 0; i < 128; ++i) d[i] = 0.0f;
       int previous = -1;
@@ -736,40 +812,14 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         const unsigned char* b = sB + stage * Config::kStageBytesB;
         if constexpr (Config::kTf32) {
           // A passes through registers to be rounded to tf32 (B, K-major in shared memory, is
-          // read as the tensor cores find it, or was rounded where it was repacked). Every
-          // fragment of the k-tile is loaded before the first wgmma reads any, and the wgmmas are
-          // waited for before the next k-tile's loads may reuse their registers.
-          uint32_t frag[kBlockK / Config::kMmaK][4];
-          const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
-          const uint32_t row = warp * 16 + lane / 4;  // its 8-row group's swizzle phase: lane / 4
-          const uint32_t a_addr = smem_u32(a) + row * Config::kSwizzleBytes + lane % 4 * 4;
-#pragma unroll
-          for (int kk = 0; kk < kBlockK / Config::kMmaK; ++kk) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const uint32_t chunk = 2 * kk + i / 2;  // 16-byte chunk of columns 8kk + 4(i/2)..
-              float x;
-              asm volatile("ld.shared.f32 %0, [%1];"
-                           : "=f"(x)
-                           : "r"(a_addr + (i % 2) * 8 * Config::kSwizzleBytes +
-                                 ((chunk ^ (lane / 4)) << 4))
-                           : "memory");
-              frag[kk][i] = __float_as_uint(round_to_tf32(x));
-            }
+          // read as the tensor cores find it, or was rounded where it was repacked). The
+          // fragments alternate between two register sets by k-tile parity, so one k-tile's
+          // loads proceed while the previous k-tile's wgmmas still read the other set.
+          if (kt % 2 == 0) {
+            tf32_k_tile(a, b, frag_even);
+          } else {
+            tf32_k_tile(a, b, frag_odd);
           }
-          fence_accumulators(d);
-          wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < kBlockK / Config::kMmaK; ++kk) {
-            const uint64_t desc_b =
-                smem_descriptor(b + kk * kStepB, kLeadingB, Config::kSwizzleAtomBytes);
-            wgmma_m64n256k8_tf32(d, frag[kk], desc_b, 1);
-          }
-          wgmma_commit();
-          if (kt == 0) prepare_next_tile();
-          wgmma_wait<0>();
-          fence_accumulators(d);
-          release(stage);
         } else {
           fence_accumulators(d);
           wgmma_fence();
@@ -782,15 +832,16 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
             wgmma_m64n256<T, kKMajorA ? 0 : 1, kKMajorB ? 0 : 1>(d, desc_a, desc_b, 1);
           }
           wgmma_commit();
-          if (kt == 0) prepare_next_tile();
-          if (pending) store_pending_rounds(kt, kt + 1);
-          // The previous k-tile's wgmmas have finished reading their stage: hand it back. This
-          // k-tile's stay in flight while the next stage is awaited.
-          wgmma_wait<1>();
-          fence_accumulators(d);
-          if (previous >= 0) release(previous);
-          previous = stage;
         }
+        if (kt == 0) prepare_next_tile();
+        if (pending) store_pending_rounds(kt, kt + 1);
+        // The previous k-tile's wgmmas have finished reading their stage (and, for tf32, their
+        // fragments): hand it back. This k-tile's stay in flight while the next stage is awaited.
+        wgmma_wait<1>();
+        fence_accumulators(d);
+        keep_fragments();
+        if (previous >= 0) release(previous);
+        previous = stage;
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
       wgmma_wait<0>();
@@ -799,16 +850,25 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       // The previous tile's rounds that its k-tiles were too few to carry.
       if (pending) store_pending_rounds(k_tiles, kRounds);
       pending = false;
+      if (has_bias) {
+        // Every consumer has read the previous tile's row before any overwrites it, and the
+        // whole row is written before any reads it.
+        consumers_sync<Config::kConsumers>();
+#pragma unroll
+        for (int i = 0; i < Config::kBiasPerThread; ++i) {
+          sBias[bias_first + i * Config::kConsumers * Config::kWarpgroupThreads] = bias_share[i];
+        }
+        consumers_sync<Config::kConsumers>();
+      }
       // The epilogue, in four forms: whether TMA can store C, and whether there is a bias
       // (decided here, once per tile, rather than per element).
       const int row0 = m0 + consumer * Config::kMmaM;
-      const int first_column = n0 + threadIdx.x % 4 * 2;  // of this thread, for the bias
       if (p.tma_store) {
         if constexpr (!Config::kTf32) {
-          if (p.bias != nullptr) {
-            pack_tile<T, true>(d, ColumnBias<T, true>(p, first_column), packed);
+          if (has_bias) {
+            pack_tile<T, true>(d, ColumnBias<T, true>(sBias), packed);
           } else {
-            pack_tile<T, false>(d, ColumnBias<T, false>(p, first_column), packed);
+            pack_tile<T, false>(d, ColumnBias<T, false>(sBias), packed);
           }
           pending_z = z, pending_row0 = row0, pending_n0 = n0;
           if constexpr (kDeferStores) {
@@ -826,16 +886,16 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                                   });
             }
           };
-          if (p.bias != nullptr) {
-            store_now(ColumnBias<T, true>(p, first_column));
+          if (has_bias) {
+            store_now(ColumnBias<T, true>(sBias));
           } else {
-            store_now(ColumnBias<T, false>(p, first_column));
+            store_now(ColumnBias<T, false>(sBias));
           }
         }
-      } else if (p.bias != nullptr) {
-        store_accumulators<Config, T, true>(p, d, z, row0, n0);
+      } else if (has_bias) {
+        store_accumulators<Config, T, true>(p, d, ColumnBias<T, true>(sBias), z, row0, n0);
       } else {
-        store_accumulators<Config, T, false>(p, d, z, row0, n0);
+        store_accumulators<Config, T, false>(p, d, ColumnBias<T, false>(sBias), z, row0, n0);
       }
       z = next_z, m0 = next_m0, n0 = next_n0;
     }
