@@ -214,10 +214,12 @@ def assert_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tenso
         if tf32:
             # torch.mm may not use TF32 at all (small shapes), and with few outputs two errors
             # differ by more than 2x by chance: the error allowed is also that of an exact product
-            # of the operands as a TF32 kernel may read them, A rounded to nearest and B rounded
-            # or truncated (the tensor cores drop the low bits of a B read straight from memory).
+            # of the operands as a TF32 kernel may read them, both rounded to nearest or one of
+            # them truncated (the tensor cores drop the low bits of the operand they read straight
+            # from memory: B, or A where wgmma_sm90 runs the transposed product Bᵀ·Aᵀ).
             own = max(own, rel_err(reference(round_to_tf32(a), round_to_tf32(b), bias), ref),
-                      rel_err(reference(round_to_tf32(a), round_to_tf32(b, truncate=True), bias), ref))
+                      rel_err(reference(round_to_tf32(a), round_to_tf32(b, truncate=True), bias), ref),
+                      rel_err(reference(round_to_tf32(a, truncate=True), round_to_tf32(b), bias), ref))
         tol = max(2.0 * own, 1e-6)
     assert err <= tol, f"rel_err {err:.3e} > {tol:.3e} for {tuple(a.shape)}@{tuple(b.shape)} {a.dtype}"
     bound = _OUT_EPS[a.dtype] * (ref.abs() + torch.finfo(a.dtype).tiny) + 3.0 * math.sqrt(max(K, 1)) * _ACC_UNIT.get(a.dtype, 2.0**-24) * summands

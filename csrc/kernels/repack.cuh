@@ -22,6 +22,10 @@ struct RepackView {
   bool round_tf32;    // float32 copied rounded to tf32 (nearest), as the tf32 kernel reads it
 };
 
+// The destination rows are padded to a whole number of these (TMA's stride alignment), so that
+// the copy writes them in 16-byte stores.
+constexpr int kRepackChunkBytes = 16;
+
 // One element as the workspace stores it: unchanged, or a float32 rounded to tf32.
 template <typename T>
 __device__ __forceinline__ T repacked(T x, bool round_tf32) {
@@ -31,21 +35,36 @@ __device__ __forceinline__ T repacked(T x, bool round_tf32) {
   return x;
 }
 
-// Keeps the major order (the source's inner stride is the smaller): grid-stride over every
-// element, consecutive threads on consecutive inner indices, so reads and writes are coalesced.
+// Keeps the major order (the source's inner stride is the smaller): each thread writes one 16-byte
+// chunk of a destination row in one store, from kVec reads that the warp's lanes make
+// consecutive; a block covers blockDim.x chunks of one row (grid-stride over such pieces), so a
+// row's (z, o) is divided out once per block, not per element (a 64-bit division per element
+// held the copy of a 4095² bf16 operand to 0.9 TB/s, 74 µs). The last chunk of a row fills its
+// padding up to ld with zeros (ld is a whole number of chunks).
 template <typename T>
 __global__ void repack_operand_kernel(RepackView v) {
-  const int64_t total = v.batch * v.outer * v.inner;
+  constexpr int kVec = kRepackChunkBytes / sizeof(T);
+  struct alignas(kRepackChunkBytes) Chunk {
+    T x[kVec];
+  };
   const T* src = static_cast<const T*>(v.src);
   T* dst = static_cast<T*>(v.dst);
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = e % v.inner;
-    const int64_t row = e / v.inner;  // z·outer + o
-    const int64_t o = row % v.outer;
-    const int64_t z = row / v.outer;
-    dst[row * v.ld + i] =
-        repacked(src[z * v.stride_batch + o * v.stride_outer + i * v.stride_inner], v.round_tf32);
+  const int64_t chunks = (v.inner + kVec - 1) / kVec;                // per row
+  const int64_t pieces = (chunks + blockDim.x - 1) / blockDim.x;     // per row
+  const int64_t total = v.batch * v.outer * pieces;
+  for (int64_t b = blockIdx.x; b < total; b += gridDim.x) {
+    const int64_t row = b / pieces;  // z·outer + o
+    const int64_t c = b % pieces * blockDim.x + threadIdx.x;
+    if (c >= chunks) continue;
+    const T* src_row = src + row / v.outer * v.stride_batch + row % v.outer * v.stride_outer;
+    Chunk chunk;
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      const int64_t i = c * kVec + e;
+      chunk.x[e] =
+          i < v.inner ? repacked(src_row[i * v.stride_inner], v.round_tf32) : from_acc<T>(0.0f);
+    }
+    reinterpret_cast<Chunk*>(dst + row * v.ld)[c] = chunk;
   }
 }
 

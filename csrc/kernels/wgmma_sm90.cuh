@@ -66,8 +66,9 @@ struct WgmmaConfig {
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
   static constexpr int kGroupM = 8;                // tile rows per rasterization group (L2 reuse)
-  // An MN-major operand (16-bit only: tf32 wgmma reads K-major tiles) is copied as boxes of
-  // (kBlockK rows of K) × (kMNBox along M or N): one 128-byte swizzled row of M or N.
+  // An MN-major operand (16-bit, or tf32's A, which passes through registers: the tf32 wgmma
+  // reads B K-major only) is copied as boxes of (kBlockK rows of K) × (kMNBox along M or N): one
+  // 128-byte swizzled row of M or N.
   static constexpr int kMNBox = kSwizzleBytes / kElementBytes;
   static constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes;  // 8 rows: the swizzle's period
   static constexpr int kStageBytesA = kBlockM * kBlockK * kElementBytes;  // 16 KB (8: 1 consumer)
@@ -579,7 +580,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   static_assert(kClusterM == 1 || kClusterM == 2, "one block, or a pair sharing B");
   static_assert(Config::kBlockN / kClusterM % Config::kMNBox == 0,
                 "each block multicasts whole 64-element boxes of an N-major B");
-  static_assert(!Config::kTf32 || (kKMajorA && kKMajorB), "tf32 wgmma reads K-major tiles only");
+  static_assert(!Config::kTf32 || kKMajorB, "tf32 wgmma reads B K-major only (A: registers)");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes and the descriptors assume atoms start there.
@@ -686,8 +687,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     // distance between 64-element boxes in MN-major ones.
     constexpr uint32_t kLeadingA = kKMajorA ? 16 : Config::kMNBoxBytes;
     constexpr uint32_t kLeadingB = kKMajorB ? 16 : Config::kMNBoxBytes;
+    // A consumer's 64 rows of A: 64 rows of 128 bytes (K-major), or 64 / kMNBox boxes (MN-major).
     const uint32_t consumer_offset_a =
-        kKMajorA ? consumer * Config::kMmaM * Config::kSwizzleBytes : consumer * Config::kMNBoxBytes;
+        kKMajorA ? consumer * Config::kMmaM * Config::kSwizzleBytes
+                 : consumer * (Config::kMmaM / Config::kMNBox) * Config::kMNBoxBytes;
     const unsigned char* ring = sC + consumer * Config::kEpilogueBoxes * Config::kBoxBytes;
     const uint32_t ring_addr = smem_u32(ring);
     // 16-bit C on 128×256 tiles leaves late: a tile is packed (bias added, rounded) into 64
@@ -751,19 +754,24 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                                  uint32_t (&frag)[kTf32Steps][4]) {
       if constexpr (Config::kTf32) {
         const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
-        const uint32_t row = warp * 16 + lane / 4;  // its 8-row group's swizzle phase: lane / 4
-        const uint32_t a_addr = smem_u32(a) + row * Config::kSwizzleBytes + lane % 4 * 4;
+        const uint32_t row = warp * 16 + lane / 4;  // of the consumer's 64; fragment i adds 8(i%2)
 #pragma unroll
         for (int kk = 0; kk < kTf32Steps; ++kk) {
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            const uint32_t chunk = 2 * kk + i / 2;  // 16-byte chunk of columns 8kk + 4(i/2)..
+            const uint32_t m = row + (i % 2) * 8, k = kk * 8 + lane % 4 + (i / 2) * 4;
+            // K-major: row m is 128 bytes of K, k in its 16-byte chunk k/4. MN-major: k is a
+            // 128-byte row of 32 rows of A in box m/32, m in its chunk m%32/4. Either way the
+            // chunk is XORed with the 128-byte row's index mod 8.
+            uint32_t offset;
+            if constexpr (kKMajorA) {
+              offset = m * Config::kSwizzleBytes + (((k / 4) ^ (m % 8)) << 4) + k % 4 * 4;
+            } else {
+              offset = m / Config::kMNBox * Config::kMNBoxBytes + k * Config::kSwizzleBytes +
+                       (((m % Config::kMNBox / 4) ^ (k % 8)) << 4) + m % 4 * 4;
+            }
             float x;
-            asm volatile("ld.shared.f32 %0, [%1];"
-                         : "=f"(x)
-                         : "r"(a_addr + (i % 2) * 8 * Config::kSwizzleBytes +
-                               ((chunk ^ (lane / 4)) << 4))
-                         : "memory");
+            asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(smem_u32(a) + offset) : "memory");
             frag[kk][i] = __float_as_uint(round_to_tf32(x));
           }
         }

@@ -16,6 +16,7 @@ namespace {
 
 constexpr int64_t kTmaAlignBytes = 16;       // TMA: base address and every stride
 constexpr int64_t kWorkspaceAlignBytes = 256;
+static_assert(kRepackChunkBytes == kTmaAlignBytes, "repacked rows are whole 16-byte chunks");
 constexpr int kRepackThreads = 256;
 constexpr int64_t kRepackMaxBlocks = 8192;   // grid-stride beyond
 
@@ -40,7 +41,7 @@ bool tma_stride_ok(int64_t stride, int64_t extent, int64_t element_bytes) {
 
 bool tma_aligned(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % kTmaAlignBytes == 0; }
 
-// k_major_only: the kernel reads this operand only K-major (tf32), so an MN-major one is
+// k_major_only: the kernel reads this operand only K-major (tf32's B), so an MN-major one is
 // transposed into the workspace.
 OperandPlan plan_operand(const void* ptr, int64_t X, int64_t K, int64_t batch, int64_t stride_x,
                          int64_t stride_k, int64_t stride_batch, int64_t element_bytes,
@@ -76,25 +77,51 @@ struct WgmmaPlan {
   int64_t workspace_bytes;
 };
 
-// tf32 (fp32 operands) reads both tiles K-major; bf16/fp16 either order.
+// bf16/fp16 read either tile in either order; tf32 (fp32 operands) reads B's tile K-major only
+// (A passes through registers, loaded in either order).
 WgmmaPlan plan_wgmma(const GemmParams& p) {
   const bool batched = p.batch > 1;
   const int64_t element_bytes = dtype_size(p.dtype);
-  const bool k_major_only = p.dtype == DType::kFloat32;
+  const bool b_k_major_only = p.dtype == DType::kFloat32;
   WgmmaPlan plan{plan_operand(p.a, p.M, p.K, p.batch, p.a_stride_m, p.a_stride_k,
-                              batched ? p.a_stride_batch : 0, element_bytes, k_major_only),
+                              batched ? p.a_stride_batch : 0, element_bytes, false),
                  plan_operand(p.b, p.N, p.K, p.batch, p.b_stride_n, p.b_stride_k,
-                              batched ? p.b_stride_batch : 0, element_bytes, k_major_only),
+                              batched ? p.b_stride_batch : 0, element_bytes, b_k_major_only),
                  0};
   plan.b.workspace_offset = plan.a.workspace_bytes;
   plan.workspace_bytes = plan.a.workspace_bytes + plan.b.workspace_bytes;
   return plan;
 }
 
-// Copies a planned-for-repack operand from its original strides into the workspace.
+// Cᵀ = Bᵀ·Aᵀ: the same product with the operands' roles and C's strides exchanged.
+GemmParams transposed_problem(const GemmParams& p) {
+  GemmParams t = p;
+  t.M = p.N, t.N = p.M;
+  t.a = p.b, t.a_stride_m = p.b_stride_n, t.a_stride_k = p.b_stride_k;
+  t.b = p.a, t.b_stride_n = p.a_stride_m, t.b_stride_k = p.a_stride_k;
+  t.a_stride_batch = p.b_stride_batch, t.b_stride_batch = p.a_stride_batch;
+  t.c_stride_m = p.c_stride_n, t.c_stride_n = p.c_stride_m;
+  return t;
+}
+
+// Whether tf32 runs the transposed product: where B is N-major (NN), which the tf32 wgmma cannot
+// read, and the transposed product needs less repacking — in NN none, Bᵀ being an MN-major A (read
+// through registers) and Aᵀ a K-major B — instead of transposing B into the workspace first
+// (4096³ NN: ~30 µs of ~400). C then leaves straight from registers (its transpose has no unit
+// column stride for TMA), still in whole 32-byte sectors. Not with a bias, which belongs to C's
+// columns.
+bool runs_transposed(const GemmParams& p) {
+  if (p.dtype != DType::kFloat32 || p.bias != nullptr) return false;
+  return plan_wgmma(transposed_problem(p)).workspace_bytes < plan_wgmma(p).workspace_bytes;
+}
+
+// Copies a planned-for-repack operand from its original strides into the workspace; round_tf32:
+// fp32 rounded to tf32 on the way (B, which the tensor cores read raw; A passes through registers
+// and is rounded there).
 template <typename T>
 cudaError_t repack(OperandPlan* op, int64_t orig_stride_x, int64_t orig_stride_k,
-                   int64_t orig_stride_batch, void* workspace, cudaStream_t stream) {
+                   int64_t orig_stride_batch, bool round_tf32, void* workspace,
+                   cudaStream_t stream) {
   void* dst = static_cast<char*>(workspace) + op->workspace_offset;
   RepackView view{op->ptr,
                   op->batch,
@@ -105,7 +132,7 @@ cudaError_t repack(OperandPlan* op, int64_t orig_stride_x, int64_t orig_stride_k
                   op->k_major ? orig_stride_k : orig_stride_x,
                   dst,
                   op->k_major ? op->stride_x : op->stride_k,
-                  std::is_same_v<T, float>};
+                  round_tf32};
   const int64_t total = view.batch * view.outer * view.inner;
   if (total > 0) {
     const auto magnitude = [](int64_t stride) { return stride < 0 ? -stride : stride; };
@@ -118,8 +145,9 @@ cudaError_t repack(OperandPlan* op, int64_t orig_stride_x, int64_t orig_stride_k
       transpose_operand_kernel<T>
           <<<grid, dim3(kTransposeTile, kTransposeRows), 0, stream>>>(view);
     } else {
-      const dim3 grid(static_cast<unsigned>(
-          std::min<int64_t>(ceil_div(total, kRepackThreads), kRepackMaxBlocks)));
+      const int64_t chunks = ceil_div(view.inner, kRepackChunkBytes / int64_t{sizeof(T)});
+      const int64_t pieces = view.batch * view.outer * ceil_div(chunks, kRepackThreads);
+      const dim3 grid(static_cast<unsigned>(std::min<int64_t>(pieces, kRepackMaxBlocks)));
       repack_operand_kernel<T><<<grid, kRepackThreads, 0, stream>>>(view);
     }
     const cudaError_t err = cudaGetLastError();
@@ -282,7 +310,9 @@ struct WgmmaLauncher {
       return cudaErrorInvalidValue;  // bf16 / fp16, and fp32 read as tf32
     } else {
       if (p.M == 0 || p.N == 0 || p.batch == 0) return cudaSuccess;
-      return narrow_tiles(p) ? run_config<1>(p, stream) : run_config<2>(p, stream);
+      const GemmParams& problem = runs_transposed(p) ? transposed_problem(p) : p;
+      return narrow_tiles(problem) ? run_config<1>(problem, stream)
+                                   : run_config<2>(problem, stream);
     }
   }
 
@@ -301,12 +331,13 @@ struct WgmmaLauncher {
     const bool batched = p.batch > 1;
     if (plan.a.repack) {
       const cudaError_t err = repack<T>(&plan.a, p.a_stride_m, p.a_stride_k,
-                                        batched ? p.a_stride_batch : 0, p.workspace, stream);
+                                        batched ? p.a_stride_batch : 0, false, p.workspace, stream);
       if (err != cudaSuccess) return err;
     }
     if (plan.b.repack) {
-      const cudaError_t err = repack<T>(&plan.b, p.b_stride_n, p.b_stride_k,
-                                        batched ? p.b_stride_batch : 0, p.workspace, stream);
+      const cudaError_t err =
+          repack<T>(&plan.b, p.b_stride_n, p.b_stride_k, batched ? p.b_stride_batch : 0,
+                    std::is_same_v<T, float>, p.workspace, stream);
       if (err != cudaSuccess) return err;
     }
     // With clusters each block copies (and multicasts) half of B's rows.
@@ -325,7 +356,9 @@ struct WgmmaLauncher {
                    tma_store};
     constexpr int C = kConsumers;
     if constexpr (std::is_same_v<T, float>) {
-      return launch_layout<T, C, true, true>(map_a, map_b, map_c, wp, clusters, stream);
+      return plan.a.k_major
+                 ? launch_layout<T, C, true, true>(map_a, map_b, map_c, wp, clusters, stream)
+                 : launch_layout<T, C, false, true>(map_a, map_b, map_c, wp, clusters, stream);
     } else {
       if (plan.a.k_major) {
         return plan.b.k_major
@@ -364,7 +397,7 @@ cudaError_t launch_gemm_wgmma_sm90(const GemmParams& params, cudaStream_t stream
 int64_t gemm_wgmma_sm90_workspace_bytes(const GemmParams& params) {
   if (params.M == 0 || params.N == 0 || params.batch == 0) return 0;
   if (params.dtype == DType::kFloat64) return 0;
-  return plan_wgmma(params).workspace_bytes;
+  return plan_wgmma(runs_transposed(params) ? transposed_problem(params) : params).workspace_bytes;
 }
 
 }  // namespace torch_gemm
