@@ -869,15 +869,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         consumers_sync<Config::kConsumers>();
       }
       // The epilogue, in four forms: whether TMA can store C, and whether there is a bias
-      // (decided here, once per tile, rather than per element).
+      // (decided here, once per tile, rather than per element: ColumnBias<T, kBias>).
       const int row0 = m0 + consumer * Config::kMmaM;
-      if (p.tma_store) {
-        if constexpr (!Config::kTf32) {
-          if (has_bias) {
-            pack_tile<T, true>(d, ColumnBias<T, true>(sBias), packed);
-          } else {
-            pack_tile<T, false>(d, ColumnBias<T, false>(sBias), packed);
-          }
+      const auto epilogue = [&](const auto& bias) {
+        if (!p.tma_store) {
+          store_accumulators<Config>(p, d, bias, z, row0, n0);
+        } else if constexpr (!Config::kTf32) {
+          pack_tile(d, bias, packed);
           pending_z = z, pending_row0 = row0, pending_n0 = n0;
           if constexpr (kDeferStores) {
             pending = true;
@@ -885,25 +883,19 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
             store_pending_rounds(0, kRounds);
           }
         } else {
-          const auto store_now = [&](const auto& bias) {
 #pragma unroll
-            for (int round = 0; round < kRounds; ++round) {
-              store_round<Config>(&map_c, ring_addr, ring, consumer, leader, round, z, row0, n0,
-                                  [&](int box, uint32_t box_addr) {
-                                    fill_box_fp32<Config>(d, bias, box, box_addr);
-                                  });
-            }
-          };
-          if (has_bias) {
-            store_now(ColumnBias<T, true>(sBias));
-          } else {
-            store_now(ColumnBias<T, false>(sBias));
+          for (int round = 0; round < kRounds; ++round) {
+            store_round<Config>(&map_c, ring_addr, ring, consumer, leader, round, z, row0, n0,
+                                [&](int box, uint32_t box_addr) {
+                                  fill_box_fp32<Config>(d, bias, box, box_addr);
+                                });
           }
         }
-      } else if (has_bias) {
-        store_accumulators<Config, T, true>(p, d, ColumnBias<T, true>(sBias), z, row0, n0);
+      };
+      if (has_bias) {
+        epilogue(ColumnBias<T, true>(sBias));
       } else {
-        store_accumulators<Config, T, false>(p, d, ColumnBias<T, false>(sBias), z, row0, n0);
+        epilogue(ColumnBias<T, false>(sBias));
       }
       z = next_z, m0 = next_m0, n0 = next_n0;
     }
