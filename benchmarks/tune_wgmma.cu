@@ -6,10 +6,12 @@
 //
 //   nvcc -std=c++17 -O3 -Icsrc -I$CUBLAS/include -gencode=arch=compute_90a,code=sm_90a \
 //        -DTORCH_GEMM_WITH_SM90A benchmarks/tune_wgmma.cu -L$CUBLAS/lib -lcublas -o tune_wgmma
-//   ./tune_wgmma [--dtype bf16|fp16|tf32] [--layout NN|NT|TN|TT] [--reps R] [--bias] [M,N,K ...]
+//   ./tune_wgmma [--dtype bf16|fp16|tf32] [--layout NN|NT|TN|TT] [--reps R] [--bias] [--row-sum]
+//                [M,N,K ...]
 //
-// --bias also times ours with a bias of N elements (the fused bias of linear_tiled), interleaved
-// with the two others, and prints what it costs over ours without.
+// --bias also times ours with a bias of N elements (the fused bias of linear_tiled), --row-sum
+// ours with A's row sums (mm_tiled_row_sum), each interleaved with the others, and prints what
+// it costs over ours without.
 //
 // ($CUBLAS: a CUDA toolkit, or the nvidia-cublas wheel's nvidia/cu13.) A variant is a copy of
 // csrc/kernels/wgmma_sm90*.cu* in another directory named first on the include path (-Idir): this
@@ -33,6 +35,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/wgmma_sm90_launch.cu"
@@ -74,7 +77,7 @@ template <typename T>
 struct Problem {
   Case shape;
   bool trans_a, trans_b;
-  T *a, *b, *c_ours, *c_ref, *bias;
+  T *a, *b, *c_ours, *c_ref, *bias, *row_sum;
   void* workspace = nullptr;
   GemmParams params;
 
@@ -84,6 +87,7 @@ struct Problem {
     CHECK_CUDA(cudaMalloc(&c_ours, s.M * s.N * sizeof(T)));
     CHECK_CUDA(cudaMalloc(&c_ref, s.M * s.N * sizeof(T)));
     CHECK_CUDA(cudaMalloc(&bias, s.N * sizeof(T)));
+    CHECK_CUDA(cudaMalloc(&row_sum, s.M * sizeof(T)));
     fill_uniform<<<1024, 256>>>(a, s.M * s.K, 1);
     fill_uniform<<<1024, 256>>>(b, s.K * s.N, 2);
     fill_uniform<<<1024, 256>>>(bias, s.N, 3);
@@ -97,18 +101,25 @@ struct Problem {
     p.a_stride_m = ta ? 1 : s.K, p.a_stride_k = ta ? s.M : 1;
     p.b_stride_k = tb ? 1 : s.N, p.b_stride_n = tb ? s.K : 1;
     p.c_stride_m = s.N, p.c_stride_n = 1;
-    p.workspace_bytes = gemm_wgmma_sm90_workspace_bytes(p);
+    // Room for the row sums' partials too (the products without them use less).
+    GemmParams with_sums = p;
+    with_sums.row_sum = row_sum;
+    p.workspace_bytes = gemm_wgmma_sm90_workspace_bytes(with_sums);
     if (p.workspace_bytes > 0) CHECK_CUDA(cudaMalloc(&workspace, p.workspace_bytes));
     p.workspace = workspace;
   }
   ~Problem() {
-    cudaFree(a), cudaFree(b), cudaFree(c_ours), cudaFree(c_ref), cudaFree(bias);
+    cudaFree(a), cudaFree(b), cudaFree(c_ours), cudaFree(c_ref), cudaFree(bias), cudaFree(row_sum);
     cudaFree(workspace);
   }
 
-  void ours(cudaStream_t s, bool with_bias = false) {
+  // What ours adds to the product: nothing, the bias, or the row sums.
+  enum Extra { kPlain, kBias, kRowSum };
+
+  void ours(cudaStream_t s, Extra extra = kPlain) {
     GemmParams p = params;
-    if (with_bias) p.bias = bias, p.bias_stride = 1;
+    if (extra == kBias) p.bias = bias, p.bias_stride = 1;
+    if (extra == kRowSum) p.row_sum = row_sum;
     CHECK_CUDA(launch_gemm_wgmma_sm90(p, s));
   }
 
@@ -142,8 +153,8 @@ struct Problem {
 };
 
 template <typename T>
-void run_case(Case s, const std::string& layout, int reps, bool with_bias, cublasHandle_t handle,
-              char* flush, size_t flush_bytes) {
+void run_case(Case s, const std::string& layout, int reps, bool with_bias, bool with_row_sum,
+              cublasHandle_t handle, char* flush, size_t flush_bytes) {
   Problem<T> prob(s, layout[0] == 'T', layout[1] == 'T');
   cudaStream_t stream = nullptr;
   CHECK_CUBLAS(cublasSetStream(handle, stream));
@@ -154,17 +165,19 @@ void run_case(Case s, const std::string& layout, int reps, bool with_bias, cubla
   for (int i = 0; i < 3; ++i) prob.ours(stream), prob.cublas(handle);
 
   FlushedTimer timer(flush, flush_bytes, stream);
-  std::vector<float> ours, theirs, biased;
+  using Extra = typename Problem<T>::Extra;
+  std::vector<float> ours, theirs, biased, summed;
   for (int r = 0; r < reps; ++r) {
     const auto run_ours = [&] { ours.push_back(timer.time([&] { prob.ours(stream); })); };
     const auto run_theirs = [&] { theirs.push_back(timer.time([&] { prob.cublas(handle); })); };
-    const auto run_biased = [&] {
-      if (with_bias) biased.push_back(timer.time([&] { prob.ours(stream, true); }));
+    const auto run_extras = [&] {
+      if (with_bias) biased.push_back(timer.time([&] { prob.ours(stream, Extra::kBias); }));
+      if (with_row_sum) summed.push_back(timer.time([&] { prob.ours(stream, Extra::kRowSum); }));
     };
     if (r % 2 == 0) {
-      run_ours(), run_theirs(), run_biased();
+      run_ours(), run_theirs(), run_extras();
     } else {
-      run_biased(), run_theirs(), run_ours();
+      run_extras(), run_theirs(), run_ours();
     }
   }
   const float ms = median(ours), ms_ref = median(theirs);
@@ -173,10 +186,11 @@ void run_case(Case s, const std::string& layout, int reps, bool with_bias, cubla
               static_cast<long long>(s.M), static_cast<long long>(s.N),
               static_cast<long long>(s.K), layout.c_str(), flop / ms / 1e9, flop / ms_ref / 1e9,
               ms_ref / ms, diff);
-  if (with_bias) {
-    const float ms_bias = median(biased);
-    std::printf("    with bias %7.1f TFLOP/s  costs %+.2f%% over ours without\n",
-                flop / ms_bias / 1e9, 100.0 * (ms_bias / ms - 1.0));
+  for (const auto& [name, times] : {std::pair{"bias", &biased}, std::pair{"row sums", &summed}}) {
+    if (times->empty()) continue;
+    const float ms_extra = median(*times);
+    std::printf("    with %s %7.1f TFLOP/s  costs %+.2f%% over ours without\n", name,
+                flop / ms_extra / 1e9, 100.0 * (ms_extra / ms - 1.0));
   }
 #ifdef TUNE_WGMMA_REPORT
   tune_wgmma_report(prob.params);
@@ -188,7 +202,7 @@ int main(int argc, char** argv) {
   std::vector<Case> shapes;
   std::string layout = "NN", dtype = "bf16";
   int reps = 30;
-  bool with_bias = false;
+  bool with_bias = false, with_row_sum = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     long long m, n, k;
@@ -198,6 +212,8 @@ int main(int argc, char** argv) {
       dtype = argv[++i];
     } else if (arg == "--bias") {
       with_bias = true;
+    } else if (arg == "--row-sum") {
+      with_row_sum = true;
     } else if (arg == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (std::sscanf(argv[i], "%lld,%lld,%lld", &m, &n, &k) == 3) {
@@ -225,11 +241,11 @@ int main(int argc, char** argv) {
   CHECK_CUBLAS(cublasCreate(&handle));
   for (const Case& s : shapes) {
     if (dtype == "bf16") {
-      run_case<__nv_bfloat16>(s, layout, reps, with_bias, handle, flush, flush_bytes);
+      run_case<__nv_bfloat16>(s, layout, reps, with_bias, with_row_sum, handle, flush, flush_bytes);
     } else if (dtype == "fp16") {
-      run_case<__half>(s, layout, reps, with_bias, handle, flush, flush_bytes);
+      run_case<__half>(s, layout, reps, with_bias, with_row_sum, handle, flush, flush_bytes);
     } else {
-      run_case<float>(s, layout, reps, with_bias, handle, flush, flush_bytes);
+      run_case<float>(s, layout, reps, with_bias, with_row_sum, handle, flush, flush_bytes);
     }
   }
   cublasDestroy(handle);

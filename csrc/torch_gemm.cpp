@@ -19,6 +19,10 @@ TORCH_LIBRARY(gemm, m) {
   m.def("bmm_tiled(Tensor a, Tensor b, str kernel=\"auto\") -> Tensor", {at::Tag::flexible_layout});
   m.def("linear_tiled(Tensor x, Tensor weight, Tensor? bias=None, str kernel=\"auto\") -> Tensor",
         {at::Tag::flexible_layout});
+  // (a @ b, a.sum(1)): linear_tiled's weight and bias gradients in one call (a = gradᵀ), the row
+  // sums taken from the tiles of a that the product reads anyway where the kernel fuses them.
+  m.def("mm_tiled_row_sum(Tensor a, Tensor b, str kernel=\"auto\") -> (Tensor, Tensor)",
+        {at::Tag::flexible_layout});
 }
 
 PYBIND11_MODULE(_C, m) {
@@ -35,11 +39,12 @@ PYBIND11_MODULE(_C, m) {
           row["min_sm"] = info.min_sm;
           row["summary"] = info.summary;
           row["tf32"] = info.float32_as_tf32;
+          row["row_sum"] = info.fuses_row_sum;
           rows.append(row);
         }
         return rows;
       },
-      "Every kernel this build offers: name, device, dtypes, min_sm, summary, tf32.");
+      "Every kernel this build offers: name, device, dtypes, min_sm, summary, tf32, row_sum.");
   m.def(
       "built_with_cuda",
       [] {

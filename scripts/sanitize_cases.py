@@ -1,6 +1,7 @@
 """Runs every CUDA kernel of the build on shapes with edge tiles, in every dtype it takes and in
-transposed/offset layouts, once each, plus one linear_tiled with a bias per kernel and dtype: the
-workload scripts/sanitize.sh runs under compute-sanitizer. Exits non-zero if any result is wrong.
+transposed/offset layouts, once each, plus one linear_tiled with a bias per kernel and dtype, and
+for kernels that fuse mm_tiled_row_sum's row sums that op on every shape: the workload
+scripts/sanitize.sh runs under compute-sanitizer. Exits non-zero if any result is wrong.
 A kernel that multiplies float32 in TF32 runs its float32 cases with TF32 allowed (and a TF32
 tolerance). SANITIZE_KERNELS=wgmma_sm90,mma_sm80 restricts the run to those kernels.
 
@@ -62,6 +63,18 @@ def run_cases(name: str, dtype: torch.dtype, shapes: list, tol: float) -> int:
     return bad + check(name, f"{dtype} linear {(M, N, K)} + bias", out, ref, tol)
 
 
+def run_row_sum_cases(name: str, dtype: torch.dtype, shapes: list, tol: float) -> int:
+    """mm_tiled_row_sum on every shape with a = gᵀ, as linear_tiled's backward calls it: the row
+    sums the kernel writes besides C. Returns the number of wrong results."""
+    bad = 0
+    for M, N, K in shapes:
+        g, b = torch.randn(K, M).to(dtype), torch.randn(K, N).to(dtype)
+        out, row_sum = torch_gemm.mm_tiled_row_sum(g.cuda().t(), b.cuda(), kernel=name)
+        bad += check(name, f"{dtype} row_sum product {(M, N, K)}", out.cpu(), g.double().t() @ b.double(), tol)
+        bad += check(name, f"{dtype} row sums {(M, N, K)}", row_sum.cpu(), g.double().sum(0), tol)
+    return bad
+
+
 def main() -> int:
     only = [k for k in os.environ.get("SANITIZE_KERNELS", "").split(",") if k]
     names = {row["name"] for row in torch_gemm.kernel_table() if row["device"] == "cuda"}
@@ -86,6 +99,8 @@ def main() -> int:
             torch.backends.cuda.matmul.allow_tf32 = tf32
             try:
                 bad += run_cases(name, dtype, shapes, tolerance(dtype, tf32))
+                if row["row_sum"]:
+                    bad += run_row_sum_cases(name, dtype, shapes, tolerance(dtype, tf32))
             finally:
                 torch.backends.cuda.matmul.allow_tf32 = allowed
     torch.cuda.synchronize()

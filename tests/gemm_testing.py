@@ -11,6 +11,7 @@ import zlib
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_gemm
 from torch_gemm.ops import DTYPE_BY_NAME
@@ -232,3 +233,41 @@ def assert_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tenso
             f"element ({i}, {j}) of {tuple(a.shape)}@{tuple(b.shape)} {a.dtype}: |out - ref| = "
             f"{diff[i, j].item():.3e} > bound {bound[i, j].item():.3e} (out {out[i, j].item()}, ref {ref[i, j].item()})"
         )
+
+
+def assert_row_sum_close_to_reference(row_sum: torch.Tensor, a: torch.Tensor) -> None:
+    """a.sum(1) as mm_tiled_row_sum promises it: (M,), a's dtype and device, contiguous, and on
+    every element one rounding to a's dtype of a sum kept in the accumulator (fp32 for float32
+    and the 16-bit dtypes, fp64 for float64):
+    |out - ref| <= acc + ½·eps(dtype)·(|ref| + acc + tiny), where acc = 3·√K·u(accumulator)·Σ_k|a_mk|
+    bounds the accumulation's error (as in assert_close_to_reference) and the rest is the final
+    rounding, half an ulp of the accumulated sum (half the subnormal spacing near zero). Partial
+    sums rounded to a 16-bit dtype, or float32 summands rounded to TF32, do not fit in it."""
+    M, K = a.shape
+    assert row_sum.shape == (M,)
+    assert row_sum.dtype == a.dtype and row_sum.device == a.device
+    assert row_sum.is_contiguous()
+    assert not torch.isnan(row_sum).any(), "NaN in row sum (unwritten element or bad arithmetic)"
+    ref = a.double().sum(1)
+    acc = 3.0 * math.sqrt(max(K, 1)) * _ACC_UNIT.get(a.dtype, 2.0**-24) * a.double().abs().sum(1)
+    bound = acc + 0.5 * _OUT_EPS[a.dtype] * (ref.abs() + acc + torch.finfo(a.dtype).tiny)
+    diff = (row_sum.double() - ref).abs()
+    if diff.numel() and (diff > bound).any():
+        m = (diff - bound).argmax().item()
+        raise AssertionError(
+            f"row sum {m} of a {tuple(a.shape)} {a.dtype}: |out - ref| = {diff[m].item():.3e} > bound "
+            f"{bound[m].item():.3e} (out {row_sum[m].item()}, ref {ref[m].item()})"
+        )
+
+
+class RecordGemmOps(TorchDispatchMode):
+    """The gemm ops that reach the kernels, by overload name ("mm_tiled.default")."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "gemm":
+            self.names.append(func.__name__)
+        return func(*args, **(kwargs or {}))

@@ -29,7 +29,7 @@ def test_available_kernels():
     rows = torch_gemm.kernel_table()
     assert {r["device"] for r in rows} == ({"cpu", "cuda"} if BUILT_WITH_CUDA else {"cpu"})
     for row in rows:
-        assert set(row) == {"name", "device", "dtypes", "min_sm", "summary", "tf32"} and row["summary"]
+        assert set(row) == {"name", "device", "dtypes", "min_sm", "summary", "tf32", "row_sum"} and row["summary"]
         assert not row["tf32"] or "Float" in row["dtypes"]
     if torch.cuda.is_available():
         cuda = torch_gemm.available_kernels("cuda")

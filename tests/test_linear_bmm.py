@@ -6,6 +6,7 @@ import torch
 
 import torch_gemm
 from gemm_testing import (
+    RecordGemmOps,
     assert_close_to_reference,
     device_params,
     generator,
@@ -172,32 +173,35 @@ def test_gradcheck(device, kernel, dtype):
     assert torch.autograd.gradgradcheck(bmm, (a, b))
 
 
-class _RecordGemmOps(torch.utils._python_dispatch.TorchDispatchMode):
-    """The gemm ops that reach the kernels, by name."""
-
-    def __init__(self):
-        super().__init__()
-        self.names = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.namespace == "gemm":
-            self.names.append(func.__name__)
-        return func(*args, **(kwargs or {}))
+# Which of (x, weight, bias) need a gradient, and the gemm ops the backward then runs besides the
+# forward's linear_tiled: dx through linear_tiled, dW and db together through mm_tiled_row_sum,
+# dW alone through mm_tiled, db alone as torch's sum.
+LINEAR_BACKWARD_CASES = {
+    "all": ((True, True, True), ["linear_tiled.default", "mm_tiled_row_sum.default"]),
+    "weight_and_bias": ((False, True, True), ["mm_tiled_row_sum.default"]),
+    "x_and_weight": ((True, True, False), ["linear_tiled.default", "mm_tiled.default"]),
+    "x_and_bias": ((True, False, True), ["linear_tiled.default"]),
+    "bias": ((False, False, True), []),
+}
 
 
 @pytest.mark.parametrize("device", device_params())
-def test_linear_backward_runs_every_product_through_our_kernels(device):
-    x = torch.randn(4, 6, 8, device=device, requires_grad=True)
-    weight = torch.randn(5, 8, device=device, requires_grad=True)
-    bias = torch.randn(5, device=device, requires_grad=True)
-    grad = torch.randn(4, 6, 5, device=device)
-    with _RecordGemmOps() as calls:
+@pytest.mark.parametrize("case", LINEAR_BACKWARD_CASES)
+def test_linear_backward_runs_every_product_through_our_kernels(device, case):
+    needs, backward_ops = LINEAR_BACKWARD_CASES[case]
+    gen = generator(device, "linear_backward", case)
+    x, weight, bias = (randn(shape, torch.float32, device, gen).requires_grad_(need)
+                       for shape, need in zip([(4, 6, 8), (5, 8), (5,)], needs))
+    grad = randn((4, 6, 5), torch.float32, device, gen)
+    with RecordGemmOps() as calls:
         torch_gemm.linear_tiled(x, weight, bias).backward(grad)
-    assert sorted(calls.names) == ["linear_tiled.default", "linear_tiled.default", "mm_tiled.default"]
-    ref_x, ref_w, ref_b = (t.detach().double().requires_grad_() for t in (x, weight, bias))
-    torch.nn.functional.linear(ref_x, ref_w, ref_b).backward(grad.double())
-    for ours, ref in [(x.grad, ref_x.grad), (weight.grad, ref_w.grad), (bias.grad, ref_b.grad)]:
-        torch.testing.assert_close(ours, ref.float(), rtol=1e-5, atol=1e-5)
+    assert sorted(calls.names) == sorted(["linear_tiled.default"] + backward_ops)
+    refs = [t.detach().double().requires_grad_(t.requires_grad) for t in (x, weight, bias)]
+    torch.nn.functional.linear(*refs).backward(grad.double())
+    for ours, ref in zip((x, weight, bias), refs):
+        assert (ours.grad is None) == (ref.grad is None)
+        if ref.grad is not None:
+            torch.testing.assert_close(ours.grad, ref.grad.float(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(

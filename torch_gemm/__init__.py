@@ -13,7 +13,7 @@ import torch  # noqa: F401  (the extension needs torch's libraries loaded first)
 from torch_gemm import _C  # noqa: F401  (registers the gemm ops)
 from torch_gemm import nn  # noqa: F401  (torch_gemm.nn.Linear)
 from torch_gemm.nn import swap_linear, unswap_linear
-from torch_gemm.ops import available_kernels, bmm_tiled, kernel_table, linear_tiled, mm_tiled
+from torch_gemm.ops import available_kernels, bmm_tiled, kernel_table, linear_tiled, mm_tiled, mm_tiled_row_sum
 from torch_gemm.version import __version__
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "kernel_table",
     "linear_tiled",
     "mm_tiled",
+    "mm_tiled_row_sum",
     "nn",
     "swap_linear",
     "unswap_linear",

@@ -28,9 +28,10 @@ _ALIASES = {"smem": "smem32"}
 def kernel_table() -> list[dict]:
     """Every kernel compiled into this build, as dicts with ``name``, ``device`` ("cpu" or
     "cuda"), ``dtypes`` (c10 dtype names such as "Float"; DTYPE_BY_NAME maps them to torch
-    dtypes), ``min_sm`` (lowest compute capability ×10, 0 for any), ``summary`` and ``tf32``
+    dtypes), ``min_sm`` (lowest compute capability ×10, 0 for any), ``summary``, ``tf32``
     (True where the kernel multiplies float32 as TF32 on the tensor cores, which it does only
-    while torch allows TF32 for matmuls)."""
+    while torch allows TF32 for matmuls) and ``row_sum`` (True where :func:`mm_tiled_row_sum`
+    sums a's rows inside the kernel rather than in a separate reduction)."""
     return [dict(row) for row in _kernel_rows()]
 
 
@@ -129,6 +130,25 @@ def linear_tiled(
     return torch.ops.gemm.linear_tiled.default(x, weight, bias, kernel)
 
 
+def mm_tiled_row_sum(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+    """``(a @ b, a.sum(1))`` in one call: with ``a = grad.mT`` and ``b = x``, the weight and bias
+    gradients of a linear layer.
+
+    Args:
+        a: ``(M, K)`` tensor, as for :func:`mm_tiled`.
+        b: ``(K, N)`` tensor of the same dtype and on the same device.
+        kernel: as for :func:`mm_tiled`. Kernels whose :func:`kernel_table` row has ``row_sum``
+            add up a's rows from the tiles the product reads anyway (where N > 0); for the others
+            the row sums are a separate reduction.
+
+    Returns:
+        The ``(M, N)`` product, as :func:`mm_tiled` returns it, and the ``(M,)`` row sums of ``a``
+        in a's dtype (16-bit inputs summed in float32 and rounded once). Differentiable in ``a``
+        and ``b``; autocast casts as for ``torch.mm``.
+    """
+    return torch.ops.gemm.mm_tiled_row_sum.default(a, b, kernel)
+
+
 # ---------------------------------------------------------------------------------------------
 # Fake kernel: shapes, dtype and device of the result without computing it. Mirrors the checks
 # of csrc/ops/mm_common.cpp and csrc/ops/kernel_registry.h so that bad calls fail the same way
@@ -221,6 +241,13 @@ def _mm_tiled_fake(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> to
     return a.new_empty((a.shape[0], b.shape[1]))
 
 
+@torch.library.register_fake("gemm::mm_tiled_row_sum")
+def _mm_tiled_row_sum_fake(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+    _check_mm_args("gemm::mm_tiled_row_sum", a, b)
+    _check_kernel_name("gemm::mm_tiled_row_sum", kernel, a.device, a.dtype)
+    return a.new_empty((a.shape[0], b.shape[1])), a.new_empty((a.shape[0],))
+
+
 @torch.library.register_fake("gemm::bmm_tiled")
 def _bmm_tiled_fake(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> torch.Tensor:
     op = "gemm::bmm_tiled"
@@ -294,10 +321,41 @@ for _name, _op in (("gemm::mm_tiled", torch.ops.gemm.mm_tiled.default),
     torch.library.register_autograd(_name, _product_backward(_op), setup_context=_mm_tiled_setup_context)
 
 
+# (C, r) = (A·B, A summed over k): dA = dC·Bᵀ + dr broadcast over k, dB = Aᵀ·dC. The gradient of
+# an output that does not reach the loss arrives as None (materialize_grads off), and no product
+# is computed for it.
+
+
+def _mm_tiled_row_sum_setup_context(ctx, inputs, output) -> None:
+    _mm_tiled_setup_context(ctx, inputs, output)
+    ctx.set_materialize_grads(False)
+
+
+def _mm_tiled_row_sum_backward(ctx, grad_product: Optional[torch.Tensor], grad_row_sum: Optional[torch.Tensor]):
+    a, b = ctx.saved_tensors
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:
+        if grad_product is not None:
+            grad_a = torch.ops.gemm.mm_tiled.default(grad_product, b.mT, ctx.kernel)
+        if grad_row_sum is not None:
+            spread = grad_row_sum[:, None].expand(-1, b.shape[0])
+            grad_a = spread if grad_a is None else grad_a + spread
+    if ctx.needs_input_grad[1] and grad_product is not None:
+        grad_b = torch.ops.gemm.mm_tiled.default(a.mT, grad_product, ctx.kernel)
+    return grad_a, grad_b, None
+
+
+torch.library.register_autograd(
+    "gemm::mm_tiled_row_sum", _mm_tiled_row_sum_backward, setup_context=_mm_tiled_row_sum_setup_context
+)
+
+
 # y = x·Wᵀ + b over the rows of x (its leading dimensions flattened):
 #   dx = grad·W   (linear_tiled with Wᵀ as its weight: a strided view, and the leading dims kept),
 #   dW = gradᵀ·x  (mm_tiled over the flattened rows),
-#   db = grad summed over the rows.
+#   db = grad summed over the rows, i.e. the row sums of dW's operand gradᵀ: where dW is needed
+#        too, one mm_tiled_row_sum computes both (in one launch where the kernel fuses the sum),
+#        else torch sums grad.
 
 
 def _rows(t: torch.Tensor) -> torch.Tensor:
@@ -322,9 +380,11 @@ def _linear_tiled_backward(ctx, grad: torch.Tensor):
     grad_x = grad_weight = grad_bias = None
     if _needs_grad(ctx, 0):
         grad_x = torch.ops.gemm.linear_tiled.default(grad, weight.mT, None, ctx.kernel)
-    if _needs_grad(ctx, 1):
+    if _needs_grad(ctx, 1) and _needs_grad(ctx, 2):
+        grad_weight, grad_bias = torch.ops.gemm.mm_tiled_row_sum.default(_rows(grad).mT, _rows(x), ctx.kernel)
+    elif _needs_grad(ctx, 1):
         grad_weight = torch.ops.gemm.mm_tiled.default(_rows(grad).mT, _rows(x), ctx.kernel)
-    if _needs_grad(ctx, 2):
+    elif _needs_grad(ctx, 2):
         grad_bias = _rows(grad).sum(0)
     return grad_x, grad_weight, grad_bias, None
 

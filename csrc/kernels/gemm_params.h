@@ -53,6 +53,11 @@ struct GemmParams {
   const void* bias = nullptr;  // (N)
   int64_t bias_stride = 0;
 
+  // gemm::mm_tiled_row_sum: row_sum[z·M + m] = Σ_k A[z, m, k], summed in fp32 and rounded once to
+  // the operands' dtype, written by kernels whose table entry says fuses_row_sum (wgmma_sm90:
+  // beside the product, kernels/row_sum.cuh); null for none. Only where N > 0.
+  void* row_sum = nullptr;  // (batch, M), contiguous
+
   // Scratch memory a launcher asked for (GemmWorkspaceFn), allocated by the caller on the same
   // stream; null when none was asked for.
   void* workspace = nullptr;

@@ -24,6 +24,7 @@
 #include "kernels/grid.cuh"
 #include "kernels/launch.h"
 #include "kernels/numeric.cuh"
+#include "kernels/row_sum.cuh"
 
 // wgmma and setmaxnreg exist only in the sm_90a target; every other target compiles an empty
 // kernel body, which the launcher never runs (it checks for sm_90 and TORCH_GEMM_WITH_SM90A).
@@ -124,6 +125,9 @@ struct WgmmaParams {
   int64_t bias_stride;
   bool tma_store;    // C is TMA-addressable (unit column stride, 16-byte aligned rows): the
                      // epilogue goes through shared memory; else straight from registers
+  // mm_tiled_row_sum's slice sums of A, taken by the producer warpgroup's idle warps, tile
+  // column j summing its rows over slice j; partials null where they are not this kernel's.
+  RowSumView row_sum;
 };
 
 namespace sm90 {
@@ -572,7 +576,8 @@ template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM, int kConsumer
 __global__ void __launch_bounds__(WgmmaConfig<T, kConsumers>::kThreads, 1)
 gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                        const __grid_constant__ CUtensorMap map_b,
-                       const __grid_constant__ CUtensorMap map_c, const WgmmaParams p) {
+                       const __grid_constant__ CUtensorMap map_c,
+                       const __grid_constant__ WgmmaParams p) {
 #ifdef TORCH_GEMM_SM90A_DEVICE
   using Config = WgmmaConfig<T, kConsumers>;
   using namespace sm90;
@@ -617,7 +622,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   }
 
   if (warpgroup == 0) {
-    // Producer. One thread issues every copy; the others only give their registers away.
+    // Producer. One thread issues every copy; the others give their registers away, and two
+    // warps sum A's rows where mm_tiled_row_sum asks for them.
     setmaxnreg_dec<Config::kProducerRegs>();
     if (threadIdx.x == 0) {
       // Per stage: all of this block's A, and all of B (1/kClusterM from each block).
@@ -669,6 +675,24 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
           }
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
+      }
+    } else if (p.row_sum.partials != nullptr && threadIdx.x / 32 >= 4 - kRowSumWarps) {
+      // mm_tiled_row_sum's sums of A's rows: each tile, as it starts, sums its rows over the
+      // slice of K of its tile column, read from global memory (L2) rather than from the stages
+      // (the main loop keeps shared memory near its bandwidth: consumers summing from the stages
+      // slowed their tiles ~1.5×, benchmarks/NOTES.md).
+      constexpr int kRows = Config::kBlockM / kRowSumWarps;
+      const int sum_warp = threadIdx.x / 32 - (4 - kRowSumWarps);
+      for (int t = first_turn; t < turns; t += turn_step) {
+        int z, m0, n0;
+        tile_origin<Config, kClusterM>(p, t, rank, &z, &m0, &n0);
+        const int slice = n0 / Config::kBlockN;
+        if (slice >= p.row_sum.slices) continue;
+        const int k_begin = slice * p.row_sum.piece_k;
+        const int k_end = static_cast<int>(
+            min(static_cast<int64_t>(p.K), static_cast<int64_t>(k_begin) + p.row_sum.piece_k));
+        sum_rows<T, kRows, kRowSumFusedBatch>(p.row_sum, z, m0 + sum_warp * kRows, k_begin, k_end,
+                                              p.row_sum.partial(slice, z), false);
       }
     }
     __syncwarp();  // warp 0 reconverges before the cluster barrier, which needs whole warps

@@ -9,6 +9,7 @@
 
 #include "kernels/launch.h"
 #include "kernels/repack.cuh"
+#include "kernels/row_sum.cuh"
 #include "kernels/wgmma_sm90.cuh"
 
 namespace torch_gemm {
@@ -72,8 +73,42 @@ OperandPlan plan_operand(const void* ptr, int64_t X, int64_t K, int64_t batch, i
   return plan;
 }
 
+// Where mm_tiled_row_sum's sums of A's rows are taken (RowSumView): in the product's producer
+// warpgroup, tile column j summing slice j of K for its rows, where the tile columns give at least
+// kMinFusedSlices slices (a tile's slice then moves at most 1/8 of the bytes of A its product
+// reads, which two warps' loads keep up with); else by row_sum_slices_kernel before the product,
+// in slices enough for about kRowSumBlocks blocks. Either way each slice is one contiguous piece
+// of K, and the partials are added up after the product.
+constexpr int64_t kMinFusedSlices = 8;
+constexpr int64_t kRowSumBlocks = 2048;
+constexpr int kRowSumRowsPerWarp = 64;  // row_sum_slices_kernel: 128 rows a block
+constexpr int64_t kMaxSlices = 65535;   // the separate kernel's grid.y
+constexpr int64_t kFinishMaxBlocks = 4096;
+
+struct RowSumPlan {
+  bool fused = false;
+  int64_t piece_k = kRowSumSliceAlign, slices = 0;
+  int64_t partials_offset = 0, partials_bytes = 0;
+};
+
+RowSumPlan plan_row_sum(const GemmParams& p) {
+  RowSumPlan plan;
+  if (p.row_sum == nullptr) return plan;
+  const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
+  const int64_t row_blocks = ceil_div(p.M, int64_t{kRowSumWarps} * kRowSumRowsPerWarp) * p.batch;
+  plan.fused = tiles_n >= kMinFusedSlices;
+  int64_t wanted = plan.fused ? tiles_n : ceil_div(kRowSumBlocks, std::max<int64_t>(row_blocks, 1));
+  wanted = std::min({wanted, std::max<int64_t>(ceil_div(p.K, kRowSumSliceAlign), 1), kMaxSlices});
+  plan.piece_k = round_up(ceil_div(std::max<int64_t>(p.K, 1), wanted), kRowSumSliceAlign);
+  plan.slices = ceil_div(p.K, plan.piece_k);
+  plan.partials_bytes =
+      round_up(plan.slices * p.batch * p.M * int64_t{sizeof(float)}, kWorkspaceAlignBytes);
+  return plan;
+}
+
 struct WgmmaPlan {
   OperandPlan a, b;
+  RowSumPlan row_sum;
   int64_t workspace_bytes;
 };
 
@@ -87,9 +122,10 @@ WgmmaPlan plan_wgmma(const GemmParams& p) {
                               batched ? p.a_stride_batch : 0, element_bytes, false),
                  plan_operand(p.b, p.N, p.K, p.batch, p.b_stride_n, p.b_stride_k,
                               batched ? p.b_stride_batch : 0, element_bytes, b_k_major_only),
-                 0};
+                 plan_row_sum(p), 0};
   plan.b.workspace_offset = plan.a.workspace_bytes;
-  plan.workspace_bytes = plan.a.workspace_bytes + plan.b.workspace_bytes;
+  plan.row_sum.partials_offset = plan.b.workspace_offset + plan.b.workspace_bytes;
+  plan.workspace_bytes = plan.row_sum.partials_offset + plan.row_sum.partials_bytes;
   return plan;
 }
 
@@ -108,10 +144,10 @@ GemmParams transposed_problem(const GemmParams& p) {
 // read, and the transposed product needs less repacking — in NN none, Bᵀ being an MN-major A (read
 // through registers) and Aᵀ a K-major B — instead of transposing B into the workspace first
 // (4096³ NN: ~30 µs of ~400). C then leaves straight from registers (its transpose has no unit
-// column stride for TMA), still in whole 32-byte sectors. Not with a bias, which belongs to C's
-// columns.
+// column stride for TMA), still in whole 32-byte sectors. Not with a bias or row sums, which
+// belong to C's columns and A's rows.
 bool runs_transposed(const GemmParams& p) {
-  if (p.dtype != DType::kFloat32 || p.bias != nullptr) return false;
+  if (p.dtype != DType::kFloat32 || p.bias != nullptr || p.row_sum != nullptr) return false;
   return plan_wgmma(transposed_problem(p)).workspace_bytes < plan_wgmma(p).workspace_bytes;
 }
 
@@ -353,7 +389,23 @@ struct WgmmaLauncher {
     WgmmaParams wp{static_cast<int>(p.M), static_cast<int>(p.N), static_cast<int>(p.K),
                    static_cast<int>(p.batch), static_cast<int>(tiles_m), static_cast<int>(tiles_n),
                    p.c, p.c_stride_m, p.c_stride_n, p.c_stride_batch, p.bias, p.bias_stride,
-                   tma_store};
+                   tma_store, RowSumView{}};
+    const RowSumView sums = row_sum_view(p, plan);
+    if (p.row_sum != nullptr && !plan.row_sum.fused) {
+      const cudaError_t err = launch_row_sum_slices(sums, stream);
+      if (err != cudaSuccess) return err;
+    }
+    if (plan.row_sum.fused) wp.row_sum = sums;
+    const cudaError_t err = launch_product<kConsumers>(plan, map_a, map_b, map_c, wp, clusters, stream);
+    if (err != cudaSuccess || p.row_sum == nullptr) return err;
+    return launch_row_sum_finish(sums, static_cast<T*>(p.row_sum), stream);
+  }
+
+  // The kernel instantiated for the operands' majors (tf32's B is always K-major).
+  template <int kConsumers>
+  static cudaError_t launch_product(const WgmmaPlan& plan, const CUtensorMap& map_a,
+                                    const CUtensorMap& map_b, const CUtensorMap& map_c,
+                                    const WgmmaParams& wp, bool clusters, cudaStream_t stream) {
     constexpr int C = kConsumers;
     if constexpr (std::is_same_v<T, float>) {
       return plan.a.k_major
@@ -369,6 +421,39 @@ struct WgmmaLauncher {
                  ? launch_layout<T, C, false, true>(map_a, map_b, map_c, wp, clusters, stream)
                  : launch_layout<T, C, false, false>(map_a, map_b, map_c, wp, clusters, stream);
     }
+  }
+
+  // A as the product reads it (after any repack), sliced as planned, partials in the workspace.
+  static RowSumView row_sum_view(const GemmParams& p, const WgmmaPlan& plan) {
+    RowSumView v;
+    if (p.row_sum == nullptr) return v;
+    v.a = plan.a.ptr;
+    v.stride_m = plan.a.stride_x, v.stride_k = plan.a.stride_k;
+    v.stride_batch = plan.a.stride_batch;
+    v.k_major = plan.a.k_major;
+    v.M = static_cast<int>(p.M), v.K = static_cast<int>(p.K), v.batch = static_cast<int>(p.batch);
+    v.piece_k = static_cast<int>(plan.row_sum.piece_k);
+    v.slices = static_cast<int>(plan.row_sum.slices);
+    v.partials = reinterpret_cast<float*>(static_cast<char*>(p.workspace) +
+                                          plan.row_sum.partials_offset);
+    return v;
+  }
+
+  static cudaError_t launch_row_sum_slices(const RowSumView& v, cudaStream_t stream) {
+    if (v.slices == 0) return cudaSuccess;
+    const int64_t row_blocks = ceil_div(v.M, kRowSumWarps * kRowSumRowsPerWarp);
+    const dim3 grid(static_cast<unsigned>(row_blocks * v.batch), static_cast<unsigned>(v.slices));
+    row_sum_slices_kernel<T, kRowSumRowsPerWarp>
+        <<<grid, kRowSumWarps * 32, 0, stream>>>(v, static_cast<int>(row_blocks));
+    return cudaGetLastError();
+  }
+
+  static cudaError_t launch_row_sum_finish(const RowSumView& v, T* out, cudaStream_t stream) {
+    const int64_t rows = static_cast<int64_t>(v.batch) * v.M;
+    const dim3 grid(static_cast<unsigned>(
+        std::min<int64_t>(std::max<int64_t>(ceil_div(rows, kFinishRows), 1), kFinishMaxBlocks)));
+    row_sum_finish_kernel<T><<<grid, kFinishThreads, 0, stream>>>(v, out);
+    return cudaGetLastError();
   }
 };
 

@@ -34,6 +34,9 @@ struct KernelEntry {
   // Multiplies float32 operands as TF32 on the tensor cores: allowed only where torch allows
   // TF32 for matmuls (torch.backends.cuda.matmul.allow_tf32, float32 matmul precision "high").
   bool float32_as_tf32 = false;
+  // Writes GemmParams::row_sum (gemm::mm_tiled_row_sum) where it is set; for other kernels the
+  // op sums a's rows itself.
+  bool fuses_row_sum = false;
 };
 
 // What Python sees of a table row (torch_gemm.kernel_table()).
@@ -44,6 +47,7 @@ struct KernelInfo {
   int min_sm;
   std::string summary;
   bool float32_as_tf32;
+  bool fuses_row_sum;
 };
 
 std::vector<KernelInfo> kernel_table();
@@ -65,7 +69,7 @@ std::vector<KernelInfo> describe(const std::array<KernelEntry<Fn>, N>& table, co
   std::vector<KernelInfo> rows;
   for (const auto& entry : table) {
     rows.push_back({entry.name, device, dtype_name_list(entry.dtypes), entry.min_sm, entry.summary,
-                    entry.float32_as_tf32});
+                    entry.float32_as_tf32, entry.fuses_row_sum});
   }
   return rows;
 }
@@ -107,6 +111,13 @@ const KernelEntry<Fn>& find_kernel(const char* op, const std::array<KernelEntry<
     return entry;
   }
   fail_unknown_kernel(op, requested, name, device_type);
+}
+
+// Clears what params asks of `entry` that it does not compute (a GemmParams::row_sum it does not
+// fuse), so that after the launch params says what was written and the op computes the rest.
+template <typename Fn>
+void drop_unfused_outputs(const KernelEntry<Fn>& entry, GemmParams& params) {
+  if (!entry.fuses_row_sum) params.row_sum = nullptr;
 }
 
 }  // namespace torch_gemm

@@ -159,4 +159,18 @@ at::Tensor linear_tiled_on(BackendRunFn run, const at::Tensor& x, const at::Tens
   return out.view(linear_output_shape(x, weight));
 }
 
+std::tuple<at::Tensor, at::Tensor> mm_tiled_row_sum_on(BackendRunFn run, const at::Tensor& a,
+                                                       const at::Tensor& b, c10::string_view kernel) {
+  const DType dtype = check_mm_inputs(kMmTiledRowSum, a, b);
+  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
+  at::Tensor row_sum = at::empty({a.size(0)}, a.options());
+  GemmParams params = make_gemm_params(a, b, c, dtype);
+  // With N = 0 no tile runs, so no kernel reads a (GemmParams::row_sum).
+  if (params.N > 0) params.row_sum = row_sum.mutable_data_ptr();
+  run(kMmTiledRowSum, kernel, params, a);
+  // Not fused: torch's reduction, which for 16-bit a also sums in fp32 and rounds once.
+  if (params.row_sum == nullptr) at::sum_out(row_sum, a, /*dim=*/1);
+  return {c, row_sum};
+}
+
 }  // namespace torch_gemm

@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <optional>
+#include <tuple>
 
 #include "kernels/gemm_params.h"
 
@@ -13,6 +14,7 @@ namespace torch_gemm {
 constexpr const char* kMmTiled = "gemm::mm_tiled";
 constexpr const char* kBmmTiled = "gemm::bmm_tiled";
 constexpr const char* kLinearTiled = "gemm::linear_tiled";
+constexpr const char* kMmTiledRowSum = "gemm::mm_tiled_row_sum";
 
 // Checks a and b for C = a @ b (2-D, matching inner dimensions, one supported dtype, one device)
 // and returns their dtype. Every failure is a TORCH_CHECK naming `op` and the argument.
@@ -51,11 +53,12 @@ std::vector<int64_t> linear_output_shape(const at::Tensor& x, const at::Tensor& 
 namespace torch_gemm {
 
 // How a backend runs one product: resolves `kernel` for params.dtype (and shape) on the device of
-// `like`, allocates any workspace with like's options, launches, checks. Messages name `op`.
+// `like`, allocates any workspace with like's options, launches, checks. Messages name `op`. A
+// params.row_sum that the resolved kernel does not fuse comes back null (drop_unfused_outputs).
 using BackendRunFn = void (*)(const char* op, c10::string_view kernel, GemmParams& params,
                               const at::Tensor& like);
 
-// The three ops over a backend: checks, the output, the params, the run. Each backend registers
+// The ops over a backend: checks, the output, the params, the run. Each backend registers
 // these with its own BackendRunFn, so the ops' semantics are written once.
 at::Tensor mm_tiled_on(BackendRunFn run, const at::Tensor& a, const at::Tensor& b,
                        c10::string_view kernel);
@@ -63,6 +66,8 @@ at::Tensor bmm_tiled_on(BackendRunFn run, const at::Tensor& a, const at::Tensor&
                         c10::string_view kernel);
 at::Tensor linear_tiled_on(BackendRunFn run, const at::Tensor& x, const at::Tensor& weight,
                            const std::optional<at::Tensor>& bias, c10::string_view kernel);
+std::tuple<at::Tensor, at::Tensor> mm_tiled_row_sum_on(BackendRunFn run, const at::Tensor& a,
+                                                       const at::Tensor& b, c10::string_view kernel);
 
 // Registers every gemm op for the dispatch key of `m` (TORCH_LIBRARY_IMPL) on backend kRun.
 template <BackendRunFn kRun>
@@ -76,6 +81,9 @@ void register_gemm_ops(torch::Library& m) {
   m.impl("linear_tiled", [](const at::Tensor& x, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias, c10::string_view kernel) {
     return linear_tiled_on(kRun, x, weight, bias, kernel);
+  });
+  m.impl("mm_tiled_row_sum", [](const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
+    return mm_tiled_row_sum_on(kRun, a, b, kernel);
   });
 }
 

@@ -19,6 +19,7 @@ const std::array<KernelEntry<CpuGemmFn>, 1> kCpuKernels{{
 void run_cpu(const char* op, c10::string_view kernel, GemmParams& params, const at::Tensor& like) {
   const auto& entry =
       find_kernel(op, kCpuKernels, kernel, "blocked", params.dtype, like.device(), [] { return 0; });
+  drop_unfused_outputs(entry, params);
   entry.run(params);
 }
 

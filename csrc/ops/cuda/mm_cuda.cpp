@@ -27,7 +27,9 @@ const std::array<KernelEntry<GemmLaunchFn>, 8> kCudaKernels{{
     {"warptile", dtype_bit(DType::kFloat32), 0, &launch_gemm_warptile, "128x128x8 block of 32x64 warp tiles, double-buffered shared memory and register fragments"},
     {"multistage", dtype_bit(DType::kFloat32), 80, &launch_gemm_multistage, "warp tiles fed by a 3-4 stage cp.async ring; 128x256 tiles, or 64x64 with split-K when tiles are few", &gemm_multistage_workspace_bytes},
     {"mma_sm80", kSixteenBit, 80, &launch_gemm_mma_sm80, "tensor cores through mma.sync m16n8k16, ldmatrix from swizzled shared memory, multi-stage cp.async"},
-    {"wgmma_sm90", kSixteenBit | dtype_bit(DType::kFloat32), 90, &launch_gemm_wgmma_sm90, "Hopper wgmma (m64n256k16; float32 as tf32, m64n256k8, only where torch allows TF32) from 128B-swizzled shared memory filled by TMA on mbarriers, producer/consumer warpgroups on 128x256 tiles (64x256 where those would leave most SMs idle), persistent grid, epilogue through shared memory and TMA stores", &gemm_wgmma_sm90_workspace_bytes, /*float32_as_tf32=*/true},
+    {"wgmma_sm90", kSixteenBit | dtype_bit(DType::kFloat32), 90, &launch_gemm_wgmma_sm90,
+     "Hopper wgmma (m64n256k16; float32 as tf32, m64n256k8, only where torch allows TF32) from 128B-swizzled shared memory filled by TMA on mbarriers, producer/consumer warpgroups on 128x256 tiles (64x256 where those would leave most SMs idle), persistent grid, epilogue through shared memory and TMA stores",
+     &gemm_wgmma_sm90_workspace_bytes, /*float32_as_tf32=*/true, /*fuses_row_sum=*/true},
 }};
 
 // Compute capability (major*10 + minor) of the current device. Only c10/cuda is used here, not
@@ -91,6 +93,7 @@ void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const
               ": kernel '", kernel, "' multiplies float32 in TF32, which torch does not allow now; "
               "allow it with torch.backends.cuda.matmul.allow_tf32 = True (or "
               "torch.set_float32_matmul_precision('high')), or pick a CUDA-core kernel");
+  drop_unfused_outputs(entry, params);
 
   // Scratch from the caching allocator on the current stream, freed (for reuse by later work on
   // that stream) when this call returns.
