@@ -96,7 +96,7 @@ RowSumPlan plan_row_sum(const GemmParams& p) {
   if (p.row_sum == nullptr) return plan;
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t row_blocks = ceil_div(p.M, int64_t{kRowSumWarps} * kRowSumRowsPerWarp) * p.batch;
-  plan.fused = tiles_n >= kMinFusedSlices;
+  plan.fused = tiles_n >= kMinFusedSlices && p.dtype != DType::kFloat32;  // 16-bit: see the kernel
   int64_t wanted = plan.fused ? tiles_n : ceil_div(kRowSumBlocks, std::max<int64_t>(row_blocks, 1));
   wanted = std::min({wanted, std::max<int64_t>(ceil_div(p.K, kRowSumSliceAlign), 1), kMaxSlices});
   plan.piece_k = round_up(ceil_div(std::max<int64_t>(p.K, 1), wanted), kRowSumSliceAlign);
