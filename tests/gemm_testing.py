@@ -59,6 +59,14 @@ def kernel_test_dtype(name: str, device: str) -> torch.dtype:
     return next(d for d in dtypes if d != torch.float32)
 
 
+def skip_unless_wgmma() -> None:
+    """Skips the calling test where wgmma_sm90 cannot run: not in this build, or not an sm_90 GPU."""
+    if not any(r["name"] == "wgmma_sm90" and r["device"] == "cuda" for r in torch_gemm.kernel_table()):
+        pytest.skip("this build has no wgmma_sm90")
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma_sm90 runs on sm_90 only")
+
+
 @contextlib.contextmanager
 def tf32_allowed(enabled: bool = True):
     """torch.backends.cuda.matmul.allow_tf32 set inside, for ours and torch.mm alike."""

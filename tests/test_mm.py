@@ -13,6 +13,7 @@ from gemm_testing import (
     poisoned_outputs,
     randn,
     requires_cuda,
+    skip_unless_wgmma,
     tf32_allowed,
 )
 
@@ -148,10 +149,7 @@ WGMMA_TILE_SHAPES = [(1, 1100, 2100, 200), (1, 1024, 2304, 200), (3, 700, 1100, 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_wgmma_both_tile_heights(dtype, layout):
-    if not any(r["name"] == "wgmma_sm90" and r["device"] == "cuda" for r in torch_gemm.kernel_table()):
-        pytest.skip("this build has no wgmma_sm90")
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("wgmma_sm90 runs on sm_90 only")
+    skip_unless_wgmma()
     with tf32_allowed(dtype == torch.float32):
         for batch, M, N, K in WGMMA_TILE_SHAPES:
             gen = generator("cuda", "wgmma_tiles", str(dtype), layout, batch, M, N, K)

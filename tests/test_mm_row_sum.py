@@ -21,6 +21,7 @@ from gemm_testing import (
     poisoned_outputs,
     randn,
     requires_cuda,
+    skip_unless_wgmma,
     table_kernels,
     tf32_allowed,
 )
@@ -61,9 +62,9 @@ def test_matches_float64(device, kernel, dtype, layout):
         assert_row_sum_close_to_reference(row_sum, a)
 
 
-# wgmma_sm90 sums the rows beside the product, tile column j over K-slice j, where its tile
+# wgmma_sm90 sums 16-bit rows beside the product, tile column j over K-slice j, where its tile
 # columns give at least 8 slices (N > 7·256), and in a kernel of its own before the product
-# otherwise: both sides, at both tile heights (100 rows: 64-row tiles), with slices that end
+# otherwise (and for float32): both sides, at both tile heights (100 rows: 64-row tiles), with slices that end
 # inside a 16-byte chunk (K = 4099, 999), M ending inside one (300, 1030, 257, 77), many slices
 # of the separate kernel (2000×300×5001), and a's rows or columns contiguous (layouts).
 WGMMA_ROW_SUM_SHAPES = [(300, 2050, 4099), (100, 2050, 4099), (1030, 1800, 999), (257, 1792, 3000),
@@ -74,10 +75,7 @@ WGMMA_ROW_SUM_SHAPES = [(300, 2050, 4099), (100, 2050, 4099), (1030, 1800, 999),
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_wgmma_fused_and_separate_slices(dtype, layout):
-    if not _fuses_row_sum("wgmma_sm90", "cuda"):
-        pytest.skip("this build has no wgmma_sm90")
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("wgmma_sm90 runs on sm_90 only")
+    skip_unless_wgmma()
     with tf32_allowed(dtype == torch.float32):
         for M, N, K in WGMMA_ROW_SUM_SHAPES:
             gen = generator("cuda", "row_sum_slices", str(dtype), layout, M, N, K)

@@ -33,6 +33,13 @@ struct RowSumView {
   int slices = 0;                   // ceil(K / piece_k)
   float* partials = nullptr;
 
+  // Slice j's part of K: [slice_begin(j), slice_end(j)).
+  __host__ __device__ int slice_begin(int slice) const { return slice * piece_k; }
+  __host__ __device__ int slice_end(int slice) const {
+    const int64_t end = static_cast<int64_t>(slice_begin(slice)) + piece_k;
+    return static_cast<int>(end < K ? end : K);
+  }
+
   // Slice j's partial of batch element z: M floats.
   __host__ __device__ float* partial(int slice, int z) const {
     return partials + (static_cast<int64_t>(slice) * batch + z) * M;
@@ -84,16 +91,16 @@ __device__ __forceinline__ void add_chunks(const T* src, int64_t step, int count
   for (; i < count; ++i) add_chunk<T, false>(load_chunk(src + i * step), sum);
 }
 
-// This warp's rows [r0, r0 + kRows) of batch element z summed over k in [k_begin, k_end) into
-// `out` (M floats; rows past M skipped), added to what it holds where `accumulate`, kBatch loads
-// in flight a lane. Each lane keeps a few fp32 sums, and the lanes that share a row add up
+// This warp's rows [r0, r0 + kRows) of batch element z summed over slice `slice` into the
+// slice's partial (rows past M skipped), kBatch loads in flight a lane. Each lane keeps a few fp32 sums, and the lanes that share a row add up
 // through shuffles at the end, in a fixed order.
 template <typename T, int kRows, int kBatch>
-__device__ __forceinline__ void sum_rows(const RowSumView& v, int z, int r0, int k_begin,
-                                         int k_end, float* out, bool accumulate) {
+__device__ __forceinline__ void sum_rows(const RowSumView& v, int z, int r0, int slice) {
   constexpr int kVec = 16 / sizeof(T);  // elements in a 16-byte chunk
   static_assert(kRows % (4 * kBatch) == 0, "a warp's rows are whole batches of four rows");
   const int lane = threadIdx.x % 32;
+  const int k_begin = v.slice_begin(slice), k_end = v.slice_end(slice);
+  float* out = v.partial(slice, z);
   const T* a = static_cast<const T*>(v.a) + z * v.stride_batch;
   if (!v.k_major) {
     // Columns contiguous: lane l owns the chunk of kVec rows l % kChunks and every kPhases-th k
@@ -127,7 +134,7 @@ __device__ __forceinline__ void sum_rows(const RowSumView& v, int z, int r0, int
     if (lane < kChunks) {
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        if (m + e < v.M) out[m + e] = accumulate ? out[m + e] + sum[e] : sum[e];
+        if (m + e < v.M) out[m + e] = sum[e];
       }
     }
   } else {
@@ -164,9 +171,7 @@ __device__ __forceinline__ void sum_rows(const RowSumView& v, int z, int r0, int
         for (int width = 1; width < 8; width *= 2) {
           sum[b] += __shfl_xor_sync(0xffffffffu, sum[b], width);
         }
-        if (lane % 8 == 0 && m + 4 * b < v.M) {
-          out[m + 4 * b] = accumulate ? out[m + 4 * b] + sum[b] : sum[b];
-        }
+        if (lane % 8 == 0 && m + 4 * b < v.M) out[m + 4 * b] = sum[b];
       }
     }
   }
@@ -181,12 +186,8 @@ row_sum_slices_kernel(const RowSumView v, int row_blocks) {
   const int z = static_cast<int>(blockIdx.x) / row_blocks;
   const int block = static_cast<int>(blockIdx.x) % row_blocks;
   const int warp = threadIdx.x / 32;
-  const int slice = static_cast<int>(blockIdx.y);
-  const int k_begin = slice * v.piece_k;
-  const int k_end = static_cast<int>(
-      min(static_cast<int64_t>(v.K), static_cast<int64_t>(k_begin) + v.piece_k));
-  sum_rows<T, kRows, kRowSumBatch>(v, z, (block * kRowSumWarps + warp) * kRows, k_begin, k_end,
-                                   v.partial(slice, z), false);
+  sum_rows<T, kRows, kRowSumBatch>(v, z, (block * kRowSumWarps + warp) * kRows,
+                                   static_cast<int>(blockIdx.y));
 }
 
 // row_sum_finish_kernel's block: kFinishRows rows, their slices split among kFinishGroups

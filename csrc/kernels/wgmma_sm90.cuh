@@ -676,26 +676,22 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
       }
-    } else if (!Config::kTf32 && p.row_sum.partials != nullptr &&
-               threadIdx.x / 32 >= 4 - kRowSumWarps) {
+    } else if (p.row_sum.partials != nullptr && threadIdx.x / 32 >= 4 - kRowSumWarps) {
       // mm_tiled_row_sum's sums of A's rows: each tile, as it starts, sums its rows over the
       // slice of K of its tile column, read from global memory (L2) rather than from the stages
       // (the main loop keeps shared memory near its bandwidth: consumers summing from the stages
-      // slowed their tiles ~1.5×, benchmarks/NOTES.md). 16-bit only: compiled into the tf32
-      // kernels, whose consumers hold two sets of A fragments, it cost them 2–4% (spills).
-      constexpr int kRows = Config::kBlockM / kRowSumWarps;
-      const int sum_warp = threadIdx.x / 32 - (4 - kRowSumWarps);
-      for (int t = first_turn; t < turns; t += turn_step) {
-        int z, m0, n0;
-        tile_origin<Config, kClusterM>(p, t, rank, &z, &m0, &n0);
-        const int slice = n0 / Config::kBlockN;
-        if (slice >= p.row_sum.slices) continue;
-        const int k_begin = slice * p.row_sum.piece_k;
-        const int k_end = static_cast<int>(
-            min(static_cast<int64_t>(p.K), static_cast<int64_t>(k_begin) + p.row_sum.piece_k));
-        if constexpr (!Config::kTf32) {
-          sum_rows<T, kRows, kRowSumFusedBatch>(p.row_sum, z, m0 + sum_warp * kRows, k_begin,
-                                                k_end, p.row_sum.partial(slice, z), false);
+      // slowed their tiles ~1.5×, benchmarks/NOTES.md). 16-bit only (the launcher never fuses
+      // float32's): compiled into the tf32 kernels, whose consumers hold two sets of A
+      // fragments, it made them spill.
+      if constexpr (!Config::kTf32) {
+        constexpr int kRows = Config::kBlockM / kRowSumWarps;
+        const int sum_warp = threadIdx.x / 32 - (4 - kRowSumWarps);
+        for (int t = first_turn; t < turns; t += turn_step) {
+          int z, m0, n0;
+          tile_origin<Config, kClusterM>(p, t, rank, &z, &m0, &n0);
+          const int slice = n0 / Config::kBlockN;
+          if (slice >= p.row_sum.slices) continue;
+          sum_rows<T, kRows, kRowSumFusedBatch>(p.row_sum, z, m0 + sum_warp * kRows, slice);
         }
       }
     }
