@@ -1,6 +1,6 @@
 // Rung 7, wgmma_sm90: Hopper's warpgroup MMA fed by the tensor-memory accelerator, for bf16/fp16
 // and for fp32 as tf32. Measured on an H200 (record, 5afdf6f): 705 TFLOP/s at 4096³ bf16 NN
-// (torch.mm 715 in the same run, 0.986), 8192³ 1.016, 4095³ 3.15, 1000³ 0.77; tf32 NN 4096³ 0.95.
+// (torch.mm 715 in the same run, 0.986), 8192³ 1.016, 4095³ 3.15, 1000³ 0.77; tf32 NN 4096³ 0.947.
 //
 // Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
 // memory, completing on mbarriers, so no thread computes an address or a bounds test in the main
