@@ -84,26 +84,26 @@ struct WgmmaConfig {
   static constexpr int kBoxBytes = kMmaM * kSwizzleBytes;         // 8 KB
   static constexpr int kSmemLimit = 227 * 1024;  // sm_90's dynamic shared memory per block
   static constexpr int kPipelineBytes = kStages * (kStageBytesA + kStageBytesB);
-  static constexpr int kBarrierBytes = 2 * kStages * 8;
-  // The tile's bias, staged in shared memory once per tile so that the epilogue reads it there
-  // (from global memory, each thread's 64 reads at the packing cost 5% of a K = 4096 tile).
-  // One row serves every consumer: their tiles share the columns.
-  static constexpr int kBiasBytes = kBlockN * kElementBytes;
-  static constexpr int kBiasPerThread = kBlockN / (kConsumers * kWarpgroupThreads);  // 1 or 2
+  // full/empty per stage, and the bias row's full/empty.
+  static constexpr int kBarrierBytes = (2 * kStages + 2) * 8;
+  // The tile's bias as fp32, staged in shared memory by a producer warp while the previous tile
+  // runs, so that each consumer starts its accumulators at it: the bias then costs no barrier
+  // between the consumers and no add at the packing (benchmarks/NOTES.md, session 9). One row
+  // serves every consumer: their tiles share the columns.
+  static constexpr int kBiasBytes = kBlockN * static_cast<int>(sizeof(float));
   static constexpr int kFreeBoxes =
       (kSmemLimit - kPipelineBytes - kBarrierBytes - kBiasBytes - kSwizzleAtomBytes) /
       (kConsumers * kBoxBytes);
   static constexpr int kEpilogueBoxes = kFreeBoxes < kBoxesPerTile ? kFreeBoxes : kBoxesPerTile;
   // Stages, then the epilogue boxes (each 1024-byte aligned, the swizzle atom), then the
-  // 2·kStages mbarriers, then the bias row; plus slack to align the dynamic shared memory base up
+  // 2·kStages + 2 mbarriers, then the bias row; plus slack to align the dynamic shared memory base up
   // to 1024.
   static constexpr int kEpilogueBytes = kConsumers * kEpilogueBoxes * kBoxBytes;
   static constexpr int kSmemBytes =
       kPipelineBytes + kEpilogueBytes + kBarrierBytes + kBiasBytes + kSwizzleAtomBytes;
 
   static_assert(kEpilogueBoxes >= 1, "the stages leave room for one epilogue box per consumer");
-  static_assert(kBiasPerThread * kConsumers * kWarpgroupThreads == kBlockN,
-                "the consumers stage the bias row a whole number of columns each");
+  static_assert(kBlockN % 32 == 0, "the bias warp stages the row a whole number of columns a lane");
   static_assert(kSmemBytes <= kSmemLimit, "fits sm_90's shared memory");
   static_assert(kBlockM % kMNBox == 0 && kBlockN % kMNBox == 0,
                 "MN-major tiles are whole 64-element boxes");
@@ -125,6 +125,8 @@ struct WgmmaParams {
   int64_t bias_stride;
   bool tma_store;    // C is TMA-addressable (unit column stride, 16-byte aligned rows): the
                      // epilogue goes through shared memory; else straight from registers
+  bool c_transposed; // tf32 only: the launcher runs Cᵀ = Bᵀ·Aᵀ and map_c is the caller's C, whose
+                     // rows are this product's columns: the boxes are filled transposed
   // mm_tiled_row_sum's slice sums of A, taken by the producer warpgroup's idle warps, tile
   // column j summing its rows over slice j; partials null where they are not this kernel's.
   RowSumView row_sum;
@@ -255,12 +257,6 @@ __device__ __forceinline__ void fence_proxy_async() {
 // A barrier among the 128 threads of one consumer warpgroup (ids 1, 2; 0 is __syncthreads).
 __device__ __forceinline__ void warpgroup_sync(int consumer) {
   asm volatile("bar.sync %0, 128;" ::"r"(consumer + 1) : "memory");
-}
-
-// A barrier among all kConsumers consumer warpgroups (id 3).
-template <int kConsumers>
-__device__ __forceinline__ void consumers_sync() {
-  asm volatile("bar.sync 3, %0;" ::"n"(kConsumers * 128) : "memory");
 }
 
 // Four 8×8 16-bit matrices from the accumulator layout (lane l: row l/4, columns 2(l%4) and the
@@ -407,29 +403,22 @@ __device__ __forceinline__ void tile_origin(const WgmmaParams& p, int t, uint32_
 // columns j, lane l holds rows l/4 and l/4 + 8, columns 8j + 2(l%4) and the one after:
 // d[4j], d[4j+1] in the upper row, d[4j+2], d[4j+3] in the lower.
 
-// The bias of the columns one thread stores, decided once per tile: kBias is whether there is one
-// (the kernel branches once, so the bias-free epilogue carries no per-element test). `col` points
-// into the tile's bias row in shared memory (zero past N), at the thread's first column
-// n0 + 2(l%4); pair(j) is the bias of columns 8j and 8j + 1 past it, one shared-memory read.
-template <typename T, bool kBias>
-struct ColumnBias {
-  const T* col = nullptr;
-
-  __device__ __forceinline__ explicit ColumnBias(const T* row) {
-    if constexpr (kBias) col = row + threadIdx.x % 4 * 2;
+// Which of the consumer's 64 rows of C this thread's accumulators of rows l/4 + 8·half hold. Where
+// tf32's A fragments come from an MN-major tile (kPermuted), each warp loads rows in another order:
+// in wgmma's order the lanes of one fragment load read 2 chunks of 4 rows' 128-byte lines, which
+// the swizzle puts on 16 banks (2-way conflicts on every load); rows 16 apart (chunks c and c + 4)
+// go to 32. The products of the permuted rows land in the same registers, so the epilogue stores
+// row accumulator_row(...) where wgmma's layout says row 16w + l/4 + 8·half. Both orders keep
+// warps 0–1 in rows 0–31 and warps 2–3 in rows 32–63.
+template <bool kPermuted>
+__device__ __forceinline__ int accumulator_row(int warp, int lane, int half) {
+  if constexpr (kPermuted) {
+    const int g = lane / 4;
+    return 32 * (warp / 2) + 4 * (2 * (warp % 2) + half) + g % 4 + 16 * (g / 4);
+  } else {
+    return warp * 16 + half * 8 + lane / 4;
   }
-  __device__ __forceinline__ float2 pair(int j) const {
-    if constexpr (!kBias) {
-      return make_float2(0.0f, 0.0f);
-    } else if constexpr (std::is_same_v<T, float>) {
-      return *reinterpret_cast<const float2*>(col + 8 * j);
-    } else {
-      using Pair = std::conditional_t<std::is_same_v<T, __nv_bfloat16>, __nv_bfloat162, __half2>;
-      const Pair two = *reinterpret_cast<const Pair*>(col + 8 * j);
-      return make_float2(to_acc<float>(two.x), to_acc<float>(two.y));
-    }
-  }
-};
+}
 
 // Two fp32 values rounded to T and packed into 32 bits, the first in the low half.
 template <typename T>
@@ -441,12 +430,11 @@ __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&pair);
 }
 
-// Writes one consumer's 64×256 accumulators (+ bias) to C straight from registers, edges masked:
-// the path for a C that TMA cannot address.
-template <typename Config, typename T, bool kBias>
+// Writes one consumer's 64×256 accumulators to C straight from registers, edges masked: the path
+// for a C that TMA cannot address.
+template <typename Config, typename T, bool kPermuted>
 __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const float (&d)[128],
-                                                   const ColumnBias<T, kBias>& bias, int z,
-                                                   int row0, int n0) {
+                                                   int z, int row0, int n0) {
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32 % 4;
   T* c = static_cast<T*>(p.c) + z * p.c_stride_batch;
@@ -455,15 +443,14 @@ __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const f
                      reinterpret_cast<uintptr_t>(c) % (2 * sizeof(T)) == 0;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int m = row0 + warp * 16 + lane / 4 + half * 8;
+    const int m = row0 + accumulator_row<kPermuted>(warp, lane, half);
     if (m >= p.M) continue;
     T* row = c + m * p.c_stride_m;
 #pragma unroll
     for (int j = 0; j < Config::kMmaN / 8; ++j) {
       const int n = n0 + j * 8 + lane % 4 * 2;
-      const float2 b = bias.pair(j);
-      const float v0 = d[4 * j + 2 * half] + b.x;
-      const float v1 = d[4 * j + 2 * half + 1] + b.y;
+      const float v0 = d[4 * j + 2 * half];
+      const float v1 = d[4 * j + 2 * half + 1];
       if (pairs && n + 1 < p.N) {
         if constexpr (std::is_same_v<T, float>) {
           *reinterpret_cast<float2*>(row + n) = make_float2(v0, v1);
@@ -478,17 +465,15 @@ __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const f
   }
 }
 
-// One consumer's 64×256 tile of 16-bit C, bias added and rounded, two values a register in the
-// accumulator layout: packed[2j + h] holds columns 8j + 2(l%4) and the next, of row l/4 + 8h. In
-// half the registers of the accumulators, it can wait there while the next tile's wgmmas run.
-template <typename T, bool kBias>
-__device__ __forceinline__ void pack_tile(const float (&d)[128], const ColumnBias<T, kBias>& bias,
-                                          uint32_t (&packed)[64]) {
+// One consumer's 64×256 tile of 16-bit C, rounded, two values a register in the accumulator
+// layout: packed[2j + h] holds columns 8j + 2(l%4) and the next, of row l/4 + 8h. In half the
+// registers of the accumulators, it can wait there while the next tile's wgmmas run.
+template <typename T>
+__device__ __forceinline__ void pack_tile(const float (&d)[128], uint32_t (&packed)[64]) {
 #pragma unroll
   for (int j = 0; j < 32; ++j) {
-    const float2 b = bias.pair(j);
-    packed[2 * j] = pack_pair<T>(d[4 * j] + b.x, d[4 * j + 1] + b.y);
-    packed[2 * j + 1] = pack_pair<T>(d[4 * j + 2] + b.x, d[4 * j + 3] + b.y);
+    packed[2 * j] = pack_pair<T>(d[4 * j], d[4 * j + 1]);
+    packed[2 * j + 1] = pack_pair<T>(d[4 * j + 2], d[4 * j + 3]);
   }
 }
 
@@ -512,11 +497,9 @@ __device__ __forceinline__ void fill_box_packed(const uint32_t (&packed)[64], in
   }
 }
 
-// From fp32 accumulators (+ bias) to fp32 C: one 8-byte store per row and column pair.
-template <typename Config, bool kBias>
-__device__ __forceinline__ void fill_box_fp32(const float (&d)[128],
-                                              const ColumnBias<float, kBias>& bias, int box,
-                                              uint32_t box_addr) {
+// From fp32 accumulators to fp32 C: one 8-byte store per row and column pair.
+template <typename Config, bool kPermuted>
+__device__ __forceinline__ void fill_box_fp32(const float (&d)[128], int box, uint32_t box_addr) {
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32 % 4;
   const int q = lane % 4;
@@ -524,15 +507,50 @@ __device__ __forceinline__ void fill_box_fp32(const float (&d)[128],
   for (int jj = 0; jj < Config::kBoxCols / 8; ++jj) {
     const int j = box * (Config::kBoxCols / 8) + jj;  // 8-column block of the 256
     const uint32_t chunk = 2 * jj + q / 2;
-    const float2 b = bias.pair(j);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const uint32_t row = warp * 16 + half * 8 + lane / 4;
+      const uint32_t row = accumulator_row<kPermuted>(warp, lane, half);
       const uint32_t addr =
           box_addr + row * Config::kSwizzleBytes + ((chunk ^ (row % 8)) << 4) + (q % 2) * 8;
-      const float v0 = d[4 * j + 2 * half] + b.x;
-      const float v1 = d[4 * j + 2 * half + 1] + b.y;
-      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1) : "memory");
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(d[4 * j + 2 * half]),
+                   "f"(d[4 * j + 2 * half + 1])
+                   : "memory");
+    }
+  }
+}
+
+// The same for a C stored transposed (c_transposed): box b holds this product's rows
+// [kBoxCols·(b%2), +kBoxCols) of the consumer's 64 as its 128-byte rows' elements, and its columns
+// [kMmaM·(b/2), +kMmaM) as its rows, so the TMA store writes them as the caller's C, rows
+// contiguous. Warps 0–1 fill the even boxes, 2–3 the odd ones, one 4-byte store per value; for
+// each store the warp's lanes cover 4 rows × 32 bytes whose chunks the swizzle spreads over all
+// 32 banks (over 16 where the rows are permuted, a 2-way conflict on these 128 stores a tile).
+template <typename Config, bool kPermuted>
+__device__ __forceinline__ void fill_box_fp32_transposed(const float (&d)[128], int box,
+                                                         uint32_t box_addr) {
+  static_assert(Config::kTf32, "fp32 C");
+  constexpr int kHalves = Config::kMmaM / Config::kBoxCols;  // 2: a box takes half the rows
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32 % 4;
+  if (warp / (4 / kHalves) != box % kHalves) return;
+  const int q = lane % 4;
+  const int first_col = box / kHalves * Config::kMmaM;  // of the consumer's 256
+#pragma unroll
+  for (int jj = 0; jj < Config::kMmaM / 8; ++jj) {
+    const int j = first_col / 8 + jj;  // 8-column block of the 256
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      // This row of the product within the box.
+      const uint32_t element = accumulator_row<kPermuted>(warp, lane, half) % Config::kBoxCols;
+      const uint32_t chunk = element / 4;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const uint32_t row = jj * 8 + q * 2 + e;  // the product's column, the box's row
+        const uint32_t addr = box_addr + row * Config::kSwizzleBytes +
+                              ((chunk ^ (row % 8)) << 4) + element % 4 * 4;
+        asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(d[4 * j + 2 * half + e])
+                     : "memory");
+      }
     }
   }
 }
@@ -541,7 +559,8 @@ __device__ __forceinline__ void fill_box_fp32(const float (&d)[128],
 // by TMA stores, which run on while the consumer goes on. The ring is refilled only once the
 // previous round's stores have read it; a round's waits, fence and barriers cost as much as its
 // fills, so a whole ring goes per round. The tile is kBoxesPerTile / kEpilogueBoxes rounds.
-template <typename Config, typename Fill>
+// kTransposed: the boxes are fill_box_fp32_transposed's, stored into the caller's C.
+template <typename Config, bool kTransposed = false, typename Fill>
 __device__ __forceinline__ void store_round(const CUtensorMap* map_c, uint32_t ring_addr,
                                             const void* ring, int consumer, bool leader, int round,
                                             int z, int row0, int n0, Fill&& fill) {
@@ -556,8 +575,16 @@ __device__ __forceinline__ void store_round(const CUtensorMap* map_c, uint32_t r
   if (leader) {
 #pragma unroll
     for (int slot = 0; slot < kRing; ++slot) {
-      tma_store(map_c, static_cast<const unsigned char*>(ring) + slot * Config::kBoxBytes,
-                n0 + (round * kRing + slot) * Config::kBoxCols, row0, z);
+      const void* src = static_cast<const unsigned char*>(ring) + slot * Config::kBoxBytes;
+      const int box = round * kRing + slot;
+      if constexpr (kTransposed) {
+        constexpr int kHalves = Config::kMmaM / Config::kBoxCols;
+        static_assert(kRing % kHalves == 0, "a round fills whole columns of boxes");
+        tma_store(map_c, src, row0 + box % kHalves * Config::kBoxCols,
+                  n0 + box / kHalves * Config::kMmaM, z);
+      } else {
+        tma_store(map_c, src, n0 + box * Config::kBoxCols, row0, z);
+      }
     }
     bulk_commit();
   }
@@ -597,7 +624,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   unsigned char* sC = sB + kStages * Config::kStageBytesB;  // (consumer, kEpilogueBoxes, 8 KB)
   uint64_t* full = reinterpret_cast<uint64_t*>(sC + Config::kEpilogueBytes);
   uint64_t* empty = full + kStages;
-  T* sBias = reinterpret_cast<T*>(empty + kStages);  // (kBlockN): the tile's bias, 0 past N
+  uint64_t* bias_full = empty + kStages;  // the bias row holds this tile's bias
+  uint64_t* bias_empty = bias_full + 1;   // every consumer warp has started from it
+  float* sBias = reinterpret_cast<float*>(bias_empty + 1);  // (kBlockN): 0 past N
 
   const int warpgroup = threadIdx.x / Config::kWarpgroupThreads;
   const int k_tiles = (p.K + kBlockK - 1) / kBlockK;
@@ -612,8 +641,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       // One arrival per consumer warpgroup of every block the stage's multicasts reach.
       mbarrier_init(&empty[s], Config::kConsumers * kClusterM);
     }
+    mbarrier_init(bias_full, 32);                       // each lane of the bias warp
+    mbarrier_init(bias_empty, Config::kConsumers * 4);  // each consumer warp
     // Makes the initialized barriers visible to the TMA unit (the async proxy) and the cluster.
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if (p.bias == nullptr) {
+    for (int i = threadIdx.x; i < Config::kBlockN; i += Config::kThreads) sBias[i] = 0.0f;
   }
   if constexpr (kClusterM > 1) {
     cluster_sync();
@@ -622,8 +656,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   }
 
   if (warpgroup == 0) {
-    // Producer. One thread issues every copy; the others give their registers away, and two
-    // warps sum A's rows where mm_tiled_row_sum asks for them.
+    // Producer. One thread issues every copy; the others give their registers away, warp 1
+    // stages the bias, and two warps sum A's rows where mm_tiled_row_sum asks for them.
     setmaxnreg_dec<Config::kProducerRegs>();
     if (threadIdx.x == 0) {
       // Per stage: all of this block's A, and all of B (1/kClusterM from each block).
@@ -676,6 +710,28 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
       }
+    } else if (p.bias != nullptr && threadIdx.x / 32 == 1) {
+      // Each tile's bias row, read from global memory before the previous tile's consumers have
+      // let go of the row in shared memory (so the reads' latency passes under that tile).
+      constexpr int kPerLane = Config::kBlockN / 32;
+      const int lane = threadIdx.x % 32;
+      const T* bias = static_cast<const T*>(p.bias);
+      uint32_t bias_phase = 0;
+      for (int t = first_turn; t < turns; t += turn_step) {
+        int z, m0, n0;
+        tile_origin<Config, kClusterM>(p, t, rank, &z, &m0, &n0);
+        float row[kPerLane];
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+          const int n = n0 + i * 32 + lane;
+          row[i] = n < p.N ? to_acc<float>(bias[n * p.bias_stride]) : 0.0f;
+        }
+        mbarrier_wait(bias_empty, bias_phase ^ 1);
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) sBias[i * 32 + lane] = row[i];
+        mbarrier_arrive(bias_full);  // releases this lane's stores to the consumers
+        bias_phase ^= 1;
+      }
     } else if (p.row_sum.partials != nullptr && threadIdx.x / 32 >= 4 - kRowSumWarps) {
       // mm_tiled_row_sum's sums of A's rows: each tile, as it starts, sums its rows over the
       // slice of K of its tile column, read from global memory (L2) rather than from the stages
@@ -726,6 +782,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     // fp32 C (tf32) would need all 128 registers; on 64×256 tiles a block has one or two tiles,
     // nothing to hide behind (1000³ measured 7% slower deferred). Those leave at once.
     constexpr bool kDeferStores = !Config::kTf32 && Config::kConsumers == 2;
+    // tf32's A fragments from an MN-major tile load rows in accumulator_row's permuted order.
+    constexpr bool kRowsPermuted = Config::kTf32 && !kKMajorA;
     constexpr int kRounds = Config::kBoxesPerTile / Config::kEpilogueBoxes;
     uint32_t packed[Config::kTf32 ? 1 : 64];
     bool pending = false;  // packed holds a tile not yet (all) stored
@@ -746,7 +804,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     };
     float d[128];
     int stage = 0;
-    uint32_t phase = 0;
+    uint32_t phase = 0, bias_phase = 0;
     // Hands a stage back to every block whose producer writes into it.
     const auto release = [&](int released) {
       if (!leader) return;
@@ -778,12 +836,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                                  uint32_t (&frag)[kTf32Steps][4]) {
       if constexpr (Config::kTf32) {
         const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
-        const uint32_t row = warp * 16 + lane / 4;  // of the consumer's 64; fragment i adds 8(i%2)
 #pragma unroll
         for (int kk = 0; kk < kTf32Steps; ++kk) {
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            const uint32_t m = row + (i % 2) * 8, k = kk * 8 + lane % 4 + (i / 2) * 4;
+            // Row m of the consumer's 64 (fragment i: wgmma's row l/4 + 8(i%2)), column k.
+            const uint32_t m = accumulator_row<kRowsPermuted>(warp, lane, i % 2);
+            const uint32_t k = kk * 8 + lane % 4 + (i / 2) * 4;
             // K-major: row m is 128 bytes of K, k in its 16-byte chunk k/4. MN-major: k is a
             // 128-byte row of 32 rows of A in box m/32, m in its chunk m%32/4. Either way the
             // chunk is XORed with the 128-byte row's index mod 8.
@@ -822,21 +881,22 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         // Keeps the compiler from sinking the divisions to where the results are used.
         asm volatile("" : "+r"(next_z), "+r"(next_m0), "+r"(next_n0));
       };
-      // This tile's share of the bias row, read now so that its latency passes under the main
-      // loop (the waits' memory clobbers keep the compiler from sinking the reads to their use).
+      // The accumulators start at the tile's bias, from the row the bias warp staged (all zeros
+      // without a bias). One unconditional definition: accumulators defined on two paths made
+      // ptxas serialize every wgmma (C7515, 0.99 -> 0.88 of cuBLAS, benchmarks/NOTES.md).
       const bool has_bias = p.bias != nullptr;
-      T bias_share[Config::kBiasPerThread];
-      const int bias_first = threadIdx.x - Config::kWarpgroupThreads;  // 0 .. consumer threads
-      if (has_bias) {
+      if (has_bias) mbarrier_wait(bias_full, bias_phase);
+      const float* col = sBias + threadIdx.x % 4 * 2;  // this thread's columns: 8j + 2(l%4), +1
 #pragma unroll
-        for (int i = 0; i < Config::kBiasPerThread; ++i) {
-          const int n = n0 + bias_first + i * Config::kConsumers * Config::kWarpgroupThreads;
-          bias_share[i] = n < p.N ? static_cast<const T*>(p.bias)[n * p.bias_stride]
-                                  : from_acc<T>(0.0f);
-        }
+      for (int j = 0; j < Config::kMmaN / 8; ++j) {
+        const float2 b = *reinterpret_cast<const float2*>(col + 8 * j);
+        d[4 * j] = b.x, d[4 * j + 1] = b.y, d[4 * j + 2] = b.x, d[4 * j + 3] = b.y;
       }
-#pragma unroll
-      for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+      if (has_bias) {
+        __syncwarp();  // the warp's reads of the row are done before it is handed back
+        if (threadIdx.x % 32 == 0) mbarrier_arrive(bias_empty);
+        bias_phase ^= 1;
+      }
       int previous = -1;
       for (int kt = 0; kt < k_tiles; ++kt) {
         mbarrier_wait(&full[stage], phase);
@@ -882,44 +942,36 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       // The previous tile's rounds that its k-tiles were too few to carry.
       if (pending) store_pending_rounds(k_tiles, kRounds);
       pending = false;
-      if (has_bias) {
-        // Every consumer has read the previous tile's row before any overwrites it, and the
-        // whole row is written before any reads it.
-        consumers_sync<Config::kConsumers>();
-#pragma unroll
-        for (int i = 0; i < Config::kBiasPerThread; ++i) {
-          sBias[bias_first + i * Config::kConsumers * Config::kWarpgroupThreads] = bias_share[i];
-        }
-        consumers_sync<Config::kConsumers>();
-      }
-      // The epilogue, in four forms: whether TMA can store C, and whether there is a bias
-      // (decided here, once per tile, rather than per element: ColumnBias<T, kBias>).
+      // The epilogue: from registers where TMA cannot store C; else 16-bit C packed (and, on
+      // 128×256 tiles, left for the next tile's k-tiles to store), fp32 C through the ring.
       const int row0 = m0 + consumer * Config::kMmaM;
-      const auto epilogue = [&](const auto& bias) {
-        if (!p.tma_store) {
-          store_accumulators<Config>(p, d, bias, z, row0, n0);
-        } else if constexpr (!Config::kTf32) {
-          pack_tile(d, bias, packed);
-          pending_z = z, pending_row0 = row0, pending_n0 = n0;
-          if constexpr (kDeferStores) {
-            pending = true;
-          } else {
-            store_pending_rounds(0, kRounds);
-          }
+      if (!p.tma_store) {
+        store_accumulators<Config, T, kRowsPermuted>(p, d, z, row0, n0);
+      } else if constexpr (!Config::kTf32) {
+        pack_tile<T>(d, packed);
+        pending_z = z, pending_row0 = row0, pending_n0 = n0;
+        if constexpr (kDeferStores) {
+          pending = true;
         } else {
-#pragma unroll
-          for (int round = 0; round < kRounds; ++round) {
-            store_round<Config>(&map_c, ring_addr, ring, consumer, leader, round, z, row0, n0,
-                                [&](int box, uint32_t box_addr) {
-                                  fill_box_fp32<Config>(d, bias, box, box_addr);
-                                });
-          }
+          store_pending_rounds(0, kRounds);
         }
-      };
-      if (has_bias) {
-        epilogue(ColumnBias<T, true>(sBias));
+      } else if (p.c_transposed) {
+#pragma unroll
+        for (int round = 0; round < kRounds; ++round) {
+          store_round<Config, true>(&map_c, ring_addr, ring, consumer, leader, round, z, row0, n0,
+                                    [&](int box, uint32_t box_addr) {
+                                      fill_box_fp32_transposed<Config, kRowsPermuted>(
+                                          d, box, box_addr);
+                                    });
+        }
       } else {
-        epilogue(ColumnBias<T, false>(sBias));
+#pragma unroll
+        for (int round = 0; round < kRounds; ++round) {
+          store_round<Config>(&map_c, ring_addr, ring, consumer, leader, round, z, row0, n0,
+                              [&](int box, uint32_t box_addr) {
+                                fill_box_fp32<Config, kRowsPermuted>(d, box, box_addr);
+                              });
+        }
       }
       z = next_z, m0 = next_m0, n0 = next_n0;
     }

@@ -143,9 +143,9 @@ GemmParams transposed_problem(const GemmParams& p) {
 // Whether tf32 runs the transposed product: where B is N-major (NN), which the tf32 wgmma cannot
 // read, and the transposed product needs less repacking — in NN none, Bᵀ being an MN-major A (read
 // through registers) and Aᵀ a K-major B — instead of transposing B into the workspace first
-// (4096³ NN: ~30 µs of ~400). C then leaves straight from registers (its transpose has no unit
-// column stride for TMA), still in whole 32-byte sectors. Not with a bias or row sums, which
-// belong to C's columns and A's rows.
+// (4096³ NN: ~30 µs of ~400). The epilogue then fills its boxes transposed and stores them
+// into the caller's C (WgmmaParams::c_transposed). Not with a bias or row sums, which belong to
+// C's columns and A's rows.
 bool runs_transposed(const GemmParams& p) {
   if (p.dtype != DType::kFloat32 || p.bias != nullptr || p.row_sum != nullptr) return false;
   return plan_wgmma(transposed_problem(p)).workspace_bytes < plan_wgmma(p).workspace_bytes;
@@ -346,16 +346,20 @@ struct WgmmaLauncher {
       return cudaErrorInvalidValue;  // bf16 / fp16, and fp32 read as tf32
     } else {
       if (p.M == 0 || p.N == 0 || p.batch == 0) return cudaSuccess;
-      const GemmParams& problem = runs_transposed(p) ? transposed_problem(p) : p;
-      return narrow_tiles(problem) ? run_config<1>(problem, stream)
-                                   : run_config<2>(problem, stream);
+      const bool transposed = runs_transposed(p);
+      const GemmParams& problem = transposed ? transposed_problem(p) : p;
+      return narrow_tiles(problem) ? run_config<1>(problem, p, transposed, stream)
+                                   : run_config<2>(problem, p, transposed, stream);
     }
   }
 
   // Repacks what TMA cannot read, encodes the tensor maps and launches the kernel with
   // kConsumers consumer warpgroups (WgmmaConfig) for the operands' majors and the cluster choice.
+  // p is the product the kernel computes, caller the caller's, whose C the tensor map of C
+  // follows (they differ where transposed: p is then caller's Cᵀ = Bᵀ·Aᵀ).
   template <int kConsumers>
-  static cudaError_t run_config(const GemmParams& p, cudaStream_t stream) {
+  static cudaError_t run_config(const GemmParams& p, const GemmParams& caller,
+                                bool transposed, cudaStream_t stream) {
     using Config = WgmmaConfig<T, kConsumers>;
     const int64_t tiles_m = ceil_div(p.M, Config::kBlockM);
     const int64_t tiles_n = ceil_div(p.N, Config::kBlockN);
@@ -378,18 +382,22 @@ struct WgmmaLauncher {
     }
     // With clusters each block copies (and multicasts) half of B's rows.
     const bool clusters = clusters_enabled() && tiles_m >= 2;
-    const bool tma_store = tma_store_ok(p);
+    // A transposed C goes through TMA as the caller's C (its box, kBoxCols × kMmaM, is then
+    // filled transposed): fp32 only, where the ring's rounds are whole pairs of boxes.
+    const bool tma_store =
+        tma_store_ok(caller) && (!transposed || (std::is_same_v<T, float> &&
+                                                 Config::kEpilogueBoxes % 2 == 0));
     CUtensorMap map_a, map_b, map_c{};
     if (!encode_operand_map<Config>(&map_a, plan.a, Config::kBlockM, kTensorMapType<T>) ||
         !encode_operand_map<Config>(&map_b, plan.b, Config::kBlockN / (clusters ? 2 : 1),
                                     kTensorMapType<T>) ||
-        (tma_store && !encode_output_map<Config>(&map_c, p, kTensorMapType<T>))) {
+        (tma_store && !encode_output_map<Config>(&map_c, caller, kTensorMapType<T>))) {
       return cudaErrorInvalidValue;
     }
     WgmmaParams wp{static_cast<int>(p.M), static_cast<int>(p.N), static_cast<int>(p.K),
                    static_cast<int>(p.batch), static_cast<int>(tiles_m), static_cast<int>(tiles_n),
                    p.c, p.c_stride_m, p.c_stride_n, p.c_stride_batch, p.bias, p.bias_stride,
-                   tma_store, RowSumView{}};
+                   tma_store, transposed, RowSumView{}};
     const RowSumView sums = row_sum_view(p, plan);
     if (p.row_sum != nullptr && !plan.row_sum.fused) {
       const cudaError_t err = launch_row_sum_slices(sums, stream);
