@@ -36,6 +36,13 @@ else
 fi
 # ptxas's resource report per kernel (registers, shared memory, spills), for benchmarks/NOTES.md.
 grep -E "Compiling entry|Used [0-9]+ registers|spill" "$OUT/build.log" >"$OUT/ptxas.txt" || true
+# ptxas's C7515: wgmmas serialized because other instructions touch their accumulators, which cost
+# wgmma_sm90 ~11% once (benchmarks/NOTES.md, session 9); never intended, so it fails the check.
+serialized=$(grep -c "C7515" "$OUT/build.log")
+if [ "$serialized" -gt 0 ]; then
+  summary+=("ptxas: $serialized kernels with serialized wgmma (C7515, see $OUT/build.log)")
+  status=1
+fi
 
 if [ -z "${SKIP_TESTS:-}" ]; then
   start=$(date +%s)
