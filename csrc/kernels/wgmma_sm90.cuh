@@ -1,6 +1,6 @@
 // Rung 7, wgmma_sm90: Hopper's warpgroup MMA fed by the tensor-memory accelerator, for bf16/fp16
-// and for fp32 as tf32. Measured on an H200 (record, 5afdf6f): 705 TFLOP/s at 4096³ bf16 NN
-// (torch.mm 715 in the same run, 0.986), 8192³ 1.016, 4095³ 3.15, 1000³ 0.77; tf32 NN 4096³ 0.947.
+// and for fp32 as tf32. Measured on an H200 (record, c3c0590): 722 TFLOP/s at 4096³ bf16 NN
+// (torch.mm 730 in the same run, 0.989), 8192³ 1.025, 4095³ 3.19, 1000³ 0.76; tf32 NN 4096³ 0.987.
 //
 // Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
 // memory, completing on mbarriers, so no thread computes an address or a bounds test in the main
@@ -11,7 +11,8 @@
 // consumers. Pairs of blocks form a cluster and share B through TMA multicast. The grid is persistent (one block per SM walking the tiles in
 // L2-friendly groups), and C leaves through shared memory by TMA stores that run on while the
 // consumers start the next tile (16-bit C on 128×256 tiles is packed into registers first, and
-// its stores are issued during the next tile's first k-tiles).
+// its stores are issued during the next tile's first k-tiles). A bias is staged per tile by a
+// producer warp and the accumulators start from it.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a type only: the driver is reached through the runtime)
