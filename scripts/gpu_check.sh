@@ -38,6 +38,7 @@ fi
 grep -E "Compiling entry|Used [0-9]+ registers|spill" "$OUT/build.log" >"$OUT/ptxas.txt" || true
 # ptxas's C7515: wgmmas serialized because other instructions touch their accumulators, which cost
 # wgmma_sm90 ~11% once (benchmarks/NOTES.md, session 9); never intended, so it fails the check.
+# (Only what this build compiled is seen: an up-to-date build prints no ptxas report.)
 serialized=$(grep -c "C7515" "$OUT/build.log")
 if [ "$serialized" -gt 0 ]; then
   summary+=("ptxas: $serialized kernels with serialized wgmma (C7515, see $OUT/build.log)")

@@ -46,7 +46,7 @@ def check(name: str, what: str, out: torch.Tensor, ref: torch.Tensor, tol: float
 
 def run_cases(name: str, dtype: torch.dtype, shapes: list, tol: float) -> int:
     """Every shape in the four layouts through mm_tiled, then the last shape through linear_tiled
-    with a bias (added in the kernel's epilogue); returns the number of wrong results."""
+    with a bias (added by the kernel); returns the number of wrong results."""
     bad = 0
     for M, N, K in shapes:
         for a_t, b_t, offset in ((False, False, 0), (True, False, 0), (False, True, 1), (True, True, 1)):

@@ -127,7 +127,8 @@ struct WgmmaParams {
   bool tma_store;    // C is TMA-addressable (unit column stride, 16-byte aligned rows): the
                      // epilogue goes through shared memory; else straight from registers
   bool c_transposed; // tf32 only: the launcher runs Cᵀ = Bᵀ·Aᵀ and map_c is the caller's C, whose
-                     // rows are this product's columns: the boxes are filled transposed
+                     // rows are this product's columns: the boxes are filled transposed (their
+                     // rounds whole pairs of boxes: store_round's static_assert)
   // mm_tiled_row_sum's slice sums of A, taken by the producer warpgroup's idle warps, tile
   // column j summing its rows over slice j; partials null where they are not this kernel's.
   RowSumView row_sum;
@@ -421,6 +422,21 @@ __device__ __forceinline__ int accumulator_row(int warp, int lane, int half) {
   }
 }
 
+// Which half (wgmma's rows l/4, or l/4 + 8) a lane stores in step `step` (0, 1) of a box fill.
+// With permuted rows a warp's rows 16 apart share a row of the swizzle's period, so lanes 16–31
+// take the other half: each store's rows then cover all 8 rows of the period, no bank conflicts
+// (in step with each other, 2-way conflicts).
+template <bool kPermuted>
+__device__ __forceinline__ int fill_half(int step, int lane) {
+  return kPermuted ? step ^ (lane / 16) : step;
+}
+
+// d[i + 2·half], half 0 or 1, chosen by a select: indexing the registers at run time would put
+// them in local memory.
+__device__ __forceinline__ float pick_half(const float (&d)[128], int i, int half) {
+  return half ? d[i + 2] : d[i];
+}
+
 // Two fp32 values rounded to T and packed into 32 bits, the first in the low half.
 template <typename T>
 __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
@@ -509,12 +525,13 @@ __device__ __forceinline__ void fill_box_fp32(const float (&d)[128], int box, ui
     const int j = box * (Config::kBoxCols / 8) + jj;  // 8-column block of the 256
     const uint32_t chunk = 2 * jj + q / 2;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
+    for (int step = 0; step < 2; ++step) {
+      const int half = fill_half<kPermuted>(step, lane);
       const uint32_t row = accumulator_row<kPermuted>(warp, lane, half);
       const uint32_t addr =
           box_addr + row * Config::kSwizzleBytes + ((chunk ^ (row % 8)) << 4) + (q % 2) * 8;
-      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(d[4 * j + 2 * half]),
-                   "f"(d[4 * j + 2 * half + 1])
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(pick_half(d, 4 * j, half)),
+                   "f"(pick_half(d, 4 * j + 1, half))
                    : "memory");
     }
   }
@@ -525,7 +542,7 @@ __device__ __forceinline__ void fill_box_fp32(const float (&d)[128], int box, ui
 // [kMmaM·(b/2), +kMmaM) as its rows, so the TMA store writes them as the caller's C, rows
 // contiguous. Warps 0–1 fill the even boxes, 2–3 the odd ones, one 4-byte store per value; for
 // each store the warp's lanes cover 4 rows × 32 bytes whose chunks the swizzle spreads over all
-// 32 banks (over 16 where the rows are permuted, a 2-way conflict on these 128 stores a tile).
+// 32 banks (permuted rows: with fill_half's order).
 template <typename Config, bool kPermuted>
 __device__ __forceinline__ void fill_box_fp32_transposed(const float (&d)[128], int box,
                                                          uint32_t box_addr) {
@@ -540,7 +557,8 @@ __device__ __forceinline__ void fill_box_fp32_transposed(const float (&d)[128], 
   for (int jj = 0; jj < Config::kMmaM / 8; ++jj) {
     const int j = first_col / 8 + jj;  // 8-column block of the 256
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
+    for (int step = 0; step < 2; ++step) {
+      const int half = fill_half<kPermuted>(step, lane);
       // This row of the product within the box.
       const uint32_t element = accumulator_row<kPermuted>(warp, lane, half) % Config::kBoxCols;
       const uint32_t chunk = element / 4;
@@ -549,7 +567,7 @@ __device__ __forceinline__ void fill_box_fp32_transposed(const float (&d)[128], 
         const uint32_t row = jj * 8 + q * 2 + e;  // the product's column, the box's row
         const uint32_t addr = box_addr + row * Config::kSwizzleBytes +
                               ((chunk ^ (row % 8)) << 4) + element % 4 * 4;
-        asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(d[4 * j + 2 * half + e])
+        asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(pick_half(d, 4 * j + e, half))
                      : "memory");
       }
     }
@@ -714,6 +732,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     } else if (p.bias != nullptr && threadIdx.x / 32 == 1) {
       // Each tile's bias row, read from global memory before the previous tile's consumers have
       // let go of the row in shared memory (so the reads' latency passes under that tile).
+      static_assert(kRowSumWarps <= 2, "the row-sum warps (the last ones) leave warp 1 free");
       constexpr int kPerLane = Config::kBlockN / 32;
       const int lane = threadIdx.x % 32;
       const T* bias = static_cast<const T*>(p.bias);
@@ -774,7 +793,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                  : consumer * (Config::kMmaM / Config::kMNBox) * Config::kMNBoxBytes;
     const unsigned char* ring = sC + consumer * Config::kEpilogueBoxes * Config::kBoxBytes;
     const uint32_t ring_addr = smem_u32(ring);
-    // 16-bit C on 128×256 tiles leaves late: a tile is packed (bias added, rounded) into 64
+    // 16-bit C on 128×256 tiles leaves late: a tile is packed (rounded) into 64
     // registers at its end, and its rounds of TMA stores go out during the next tile's first
     // k-tiles, while that tile's wgmmas run. The tensor cores idled ~2200 cycles a tile through
     // the stores; now ~650 (the packing), but the k-tiles carrying the stores run ~850 cycles

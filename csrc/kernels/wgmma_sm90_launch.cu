@@ -143,9 +143,9 @@ GemmParams transposed_problem(const GemmParams& p) {
 // Whether tf32 runs the transposed product: where B is N-major (NN), which the tf32 wgmma cannot
 // read, and the transposed product needs less repacking — in NN none, Bᵀ being an MN-major A (read
 // through registers) and Aᵀ a K-major B — instead of transposing B into the workspace first
-// (4096³ NN: ~30 µs of ~400). The epilogue then fills its boxes transposed and stores them
-// into the caller's C (WgmmaParams::c_transposed). Not with a bias or row sums, which belong to
-// C's columns and A's rows.
+// (4096³ NN: ~30 µs of ~400). Where TMA can store the caller's C, the epilogue then fills its
+// boxes transposed and stores them into it (WgmmaParams::c_transposed); else C leaves from
+// registers. Not with a bias or row sums, which belong to C's columns and A's rows.
 bool runs_transposed(const GemmParams& p) {
   if (p.dtype != DType::kFloat32 || p.bias != nullptr || p.row_sum != nullptr) return false;
   return plan_wgmma(transposed_problem(p)).workspace_bytes < plan_wgmma(p).workspace_bytes;
@@ -382,22 +382,23 @@ struct WgmmaLauncher {
     }
     // With clusters each block copies (and multicasts) half of B's rows.
     const bool clusters = clusters_enabled() && tiles_m >= 2;
-    // A transposed C goes through TMA as the caller's C (its box, kBoxCols × kMmaM, is then
-    // filled transposed): fp32 only, where the ring's rounds are whole pairs of boxes.
-    const bool tma_store =
-        tma_store_ok(caller) && (!transposed || (std::is_same_v<T, float> &&
-                                                 Config::kEpilogueBoxes % 2 == 0));
+    // C goes through TMA as the product's C where TMA can address that, else (transposed, fp32
+    // only) as the caller's C, its boxes (kBoxCols × kMmaM) filled transposed.
+    const bool store_transposed = transposed && std::is_same_v<T, float> && !tma_store_ok(p) &&
+                                  tma_store_ok(caller);
+    const bool tma_store = tma_store_ok(p) || store_transposed;
     CUtensorMap map_a, map_b, map_c{};
     if (!encode_operand_map<Config>(&map_a, plan.a, Config::kBlockM, kTensorMapType<T>) ||
         !encode_operand_map<Config>(&map_b, plan.b, Config::kBlockN / (clusters ? 2 : 1),
                                     kTensorMapType<T>) ||
-        (tma_store && !encode_output_map<Config>(&map_c, caller, kTensorMapType<T>))) {
+        (tma_store && !encode_output_map<Config>(&map_c, store_transposed ? caller : p,
+                                                 kTensorMapType<T>))) {
       return cudaErrorInvalidValue;
     }
     WgmmaParams wp{static_cast<int>(p.M), static_cast<int>(p.N), static_cast<int>(p.K),
                    static_cast<int>(p.batch), static_cast<int>(tiles_m), static_cast<int>(tiles_n),
                    p.c, p.c_stride_m, p.c_stride_n, p.c_stride_batch, p.bias, p.bias_stride,
-                   tma_store, transposed, RowSumView{}};
+                   tma_store, store_transposed, RowSumView{}};
     const RowSumView sums = row_sum_view(p, plan);
     if (p.row_sum != nullptr && !plan.row_sum.fused) {
       const cudaError_t err = launch_row_sum_slices(sums, stream);
