@@ -305,10 +305,11 @@ cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
   return cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, wp);
 }
 
-// Whether pairs of blocks share B through TMA multicast (kClusterM = 2): on by default, where
-// there are two tile rows to pair (on an H200, bf16: 646 against 621 TFLOP/s at 8192³, 628
-// against 603 at 8192×4096×4096 TN, even at 4096³). TORCH_GEMM_WGMMA_CLUSTER=1 turns them off,
-// for comparison. Read once per process, not per launch.
+// Whether pairs of blocks may share B through TMA multicast (kClusterM = 2): on by default, where
+// there are two tile rows to pair and the product is not one wave of 128×256 tiles (run_config;
+// on an H200, bf16: 646 against 621 TFLOP/s at 8192³, 628 against 603 at 8192×4096×4096 TN, even
+// at 4096³). TORCH_GEMM_WGMMA_CLUSTER=1 turns them off, for comparison. Read once per process,
+// not per launch.
 bool clusters_enabled() {
   static const bool enabled = [] {
     const char* env = std::getenv("TORCH_GEMM_WGMMA_CLUSTER");
@@ -380,8 +381,14 @@ struct WgmmaLauncher {
                     std::is_same_v<T, float>, p.workspace, stream);
       if (err != cudaSuccess) return err;
     }
-    // With clusters each block copies (and multicasts) half of B's rows.
-    const bool clusters = clusters_enabled() && tiles_m >= 2;
+    // With clusters each block copies (and multicasts) half of B's rows. That pays where a block
+    // walks several tiles; where every block has one 128×256 tile the pair's start and its
+    // stages waiting on both blocks' copies cost more (H200, bf16, against cuBLAS: 2048³ 0.947
+    // with, 0.981 without; 2048×2048×1024 0.91 / 0.98; 1024×4096×1024 0.92 / 0.98; 2048²×8192
+    // 0.97 either way). On 64×256 tiles, whose B is 4/5 of the bytes copied, they pay even so
+    // (1000³ 0.745 with, 0.72 without).
+    const bool one_wave = tiles_m * tiles_n * p.batch <= current_sm_count();
+    const bool clusters = clusters_enabled() && tiles_m >= 2 && (kConsumers == 1 || !one_wave);
     // C goes through TMA as the product's C where TMA can address that, else (transposed, fp32
     // only) as the caller's C, its boxes (kBoxCols × kMmaM) filled transposed.
     const bool store_transposed = transposed && std::is_same_v<T, float> && !tma_store_ok(p) &&
