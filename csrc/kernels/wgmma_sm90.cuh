@@ -1,6 +1,7 @@
 // Rung 7, wgmma_sm90: Hopper's warpgroup MMA fed by the tensor-memory accelerator, for bf16/fp16
-// and for fp32 as tf32. Measured on an H200 (record, c3c0590): 722 TFLOP/s at 4096³ bf16 NN
-// (torch.mm 730 in the same run, 0.989), 8192³ 1.025, 4095³ 3.19, 1000³ 0.76; tf32 NN 4096³ 0.987.
+// and for fp32 as tf32. Measured on an H200 (record, d5a3fbd): 720 TFLOP/s at 4096³ bf16 NN
+// (torch.mm 728 in the same run, 0.989), 8192³ 1.024, 2048³ 0.98, 4095³ 3.15, 1000³ 0.75; tf32
+// NN 4096³ 0.979 (9534ee5).
 //
 // Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
 // memory, completing on mbarriers, so no thread computes an address or a bounds test in the main
