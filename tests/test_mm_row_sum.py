@@ -64,9 +64,10 @@ def test_matches_float64(device, kernel, dtype, layout):
 
 # wgmma_sm90 sums 16-bit rows beside the product, tile column j over K-slice j, where its tile
 # columns give at least 8 slices (N > 7·256), and in a kernel of its own before the product
-# otherwise (and for float32): both sides, at both tile heights (100 rows: 64-row tiles), with slices that end
-# inside a 16-byte chunk (K = 4099, 999), M ending inside one (300, 1030, 257, 77), many slices
-# of the separate kernel (2000×300×5001), and a's rows or columns contiguous (layouts).
+# otherwise (and for float32): both sides, at both tile heights (100 rows: 64-row tiles), with
+# slices that end inside a 16-byte chunk (K = 4099, 999), M ending inside one (300, 1030, 257,
+# 77), many slices of the separate kernel (2000×300×5001), and a's rows or columns contiguous
+# (layouts).
 WGMMA_ROW_SUM_SHAPES = [(300, 2050, 4099), (100, 2050, 4099), (1030, 1800, 999), (257, 1792, 3000),
                         (2000, 300, 5001), (77, 9, 130)]
 

@@ -17,7 +17,7 @@ namespace torch_gemm {
 // aligned.
 constexpr int kRowSumSliceAlign = 64;
 // Warps that sum one block of rows: the producer warpgroup's warps 2 and 3 (warp 0 issues the
-// copies; warp 1 is left to it), and the blocks of row_sum_slices_kernel.
+// copies, warp 1 stages the bias), and the blocks of row_sum_slices_kernel.
 constexpr int kRowSumWarps = 2;
 
 // A (batch, M, K) as the product reads it: its rows or its columns contiguous (k_major says
@@ -92,8 +92,8 @@ __device__ __forceinline__ void add_chunks(const T* src, int64_t step, int count
 }
 
 // This warp's rows [r0, r0 + kRows) of batch element z summed over slice `slice` into the
-// slice's partial (rows past M skipped), kBatch loads in flight a lane. Each lane keeps a few fp32 sums, and the lanes that share a row add up
-// through shuffles at the end, in a fixed order.
+// slice's partial (rows past M skipped), kBatch loads in flight a lane. Each lane keeps a few
+// fp32 sums, and the lanes that share a row add up through shuffles at the end, in a fixed order.
 template <typename T, int kRows, int kBatch>
 __device__ __forceinline__ void sum_rows(const RowSumView& v, int z, int r0, int slice) {
   constexpr int kVec = 16 / sizeof(T);  // elements in a 16-byte chunk
