@@ -171,3 +171,37 @@ def test_wgmma_both_tile_heights(dtype, layout):
             with poisoned_outputs():
                 out = torch_gemm.linear_tiled(x, w_t.t(), bias, kernel="wgmma_sm90")
             assert_close_to_reference(out, x, w_t, bias)
+
+
+# wgmma_sm90 splits K in two (16-bit, K of at least 32 k-tiles, tiles leaving most SMs idle): the
+# two blocks of a cluster each take half of K and exchange their partial sums. On a 132-SM
+# H100/H200: 40 tiles of 128×256 (80 blocks, K of 33 k-tiles: slices of 17 and 16); then 64×256
+# tiles: C rows of 1001 elements (not 16-byte aligned: stored from registers), batched, one tile,
+# a prime K. The sums are added in a fixed order: the same bits every run.
+WGMMA_SPLIT_SHAPES = [(1, 1024, 1100, 2100), (1, 200, 1001, 2500), (2, 100, 300, 4096),
+                      (1, 64, 256, 2048), (1, 77, 515, 4099)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_wgmma_split_k(dtype, layout):
+    skip_unless_wgmma()
+    for batch, M, N, K in WGMMA_SPLIT_SHAPES:
+        gen = generator("cuda", "wgmma_split", str(dtype), layout, batch, M, N, K)
+        batch_shape = (batch,) if batch > 1 else ()
+        a, b = make_operands(M, N, K, layout, dtype, "cuda", gen, batch=batch_shape)
+        op = torch_gemm.bmm_tiled if batch > 1 else torch_gemm.mm_tiled
+        with poisoned_outputs():
+            out = op(a, b, kernel="wgmma_sm90")
+        for i in range(batch):
+            pick = (lambda t: t[i]) if batch > 1 else (lambda t: t)
+            assert_close_to_reference(pick(out), pick(a), pick(b))
+        assert torch.equal(out, op(a, b, kernel="wgmma_sm90"))
+    for M, N, K in [(1024, 1100, 2100), (200, 1001, 2500)]:  # the bias enters through one slice
+        gen = generator("cuda", "wgmma_split_bias", str(dtype), layout, M, N, K)
+        x, w_t = make_operands(M, N, K, layout, dtype, "cuda", gen)
+        bias = randn((N,), dtype, "cuda", gen)
+        with poisoned_outputs():
+            out = torch_gemm.linear_tiled(x, w_t.t(), bias, kernel="wgmma_sm90")
+        assert_close_to_reference(out, x, w_t, bias)

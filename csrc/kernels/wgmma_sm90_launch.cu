@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <type_traits>
 
@@ -267,19 +268,21 @@ bool encode_output_map(CUtensorMap* map, const GemmParams& p, CUtensorMapDataTyp
 }
 
 // The persistent grid: one block per SM, or as many clusters as fit at once, but never more
-// than there are turns, nor more than the number of turns per block needs.
-template <typename T, int kConsumers, bool kKMajorA, bool kKMajorB, int kClusterM>
+// than there are turns, nor more than the number of turns per block needs. Split-K: one cluster
+// of kSplitK blocks per tile, each cluster one turn (reduce_split reuses the stage ring, which a
+// next tile's copies would overwrite).
+template <typename T, int kConsumers, bool kKMajorA, bool kKMajorB, int kClusterM, int kSplitK>
 cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
                           const CUtensorMap& map_c, const WgmmaParams& wp, cudaStream_t stream) {
   using Config = WgmmaConfig<T, kConsumers>;
-  const auto kernel = gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB, kClusterM, kConsumers>;
+  const auto kernel = gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB, kClusterM, kConsumers, kSplitK>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes);
   if (err != cudaSuccess) return err;
   cudaLaunchConfig_t config{};
   cudaLaunchAttribute cluster{};
   cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = kClusterM;
+  cluster.val.clusterDim.x = kClusterM * kSplitK;
   cluster.val.clusterDim.y = 1;
   cluster.val.clusterDim.z = 1;
   config.blockDim = dim3(Config::kThreads);
@@ -288,6 +291,10 @@ cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
   config.attrs = &cluster;
   config.numAttrs = 1;
   const int64_t turns = ceil_div(wp.tiles_m, kClusterM) * wp.tiles_n * wp.batch;
+  if constexpr (kSplitK > 1) {
+    config.gridDim = dim3(static_cast<unsigned>(turns * kSplitK));
+    return cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, wp);
+  }
   int slots = 0;  // clusters resident at once
   if (kClusterM > 1) {
     config.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(turns, 1024) * kClusterM));
@@ -318,13 +325,29 @@ bool clusters_enabled() {
   return enabled;
 }
 
+// How a product is spread over the blocks: the tile height (kConsumers), pairs sharing B, or
+// kWgmmaSplitK slices of K per tile (split-K, 16-bit only; 4 slices measured slower everywhere:
+// clusters of 4 full-SM blocks do not all fit at once, and each block exchanges 3/4 of its sums).
+constexpr int kWgmmaSplitK = 2;
+struct WgmmaShape {
+  int consumers = 2;
+  bool clusters = false;
+  int split_k = 1;
+};
+
 template <typename T, int kConsumers, bool kKMajorA, bool kKMajorB>
 cudaError_t launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
-                          const CUtensorMap& map_c, const WgmmaParams& wp, bool clusters,
+                          const CUtensorMap& map_c, const WgmmaParams& wp, const WgmmaShape& shape,
                           cudaStream_t stream) {
-  return clusters
-             ? launch_kernel<T, kConsumers, kKMajorA, kKMajorB, 2>(map_a, map_b, map_c, wp, stream)
-             : launch_kernel<T, kConsumers, kKMajorA, kKMajorB, 1>(map_a, map_b, map_c, wp, stream);
+  if constexpr (!std::is_same_v<T, float>) {
+    if (shape.split_k == kWgmmaSplitK) {
+      return launch_kernel<T, kConsumers, kKMajorA, kKMajorB, 1, kWgmmaSplitK>(map_a, map_b, map_c,
+                                                                               wp, stream);
+    }
+  }
+  return shape.clusters
+             ? launch_kernel<T, kConsumers, kKMajorA, kKMajorB, 2, 1>(map_a, map_b, map_c, wp, stream)
+             : launch_kernel<T, kConsumers, kKMajorA, kKMajorB, 1, 1>(map_a, map_b, map_c, wp, stream);
 }
 
 // Whether a product takes the one-consumer 64×256 tiles: where its 128×256 tiles (over the
@@ -334,6 +357,65 @@ bool narrow_tiles(const GemmParams& p) {
   const int64_t wide = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, kWgmmaBlockN);
   const int64_t limit = current_sm_count() / 2;
   return wide < limit && p.batch < limit && wide * p.batch < limit;
+}
+
+// TORCH_GEMM_WGMMA_SHAPE=CxS forces C consumer warpgroups (1: 64×256 tiles, 2: 128×256) and S
+// slices of K (1 or 2; 16-bit only, not with row sums), for comparison; unset, the launcher
+// chooses. Read once per process.
+WgmmaShape forced_shape() {
+  static const WgmmaShape forced = [] {
+    WgmmaShape shape{0, false, 0};
+    const char* env = std::getenv("TORCH_GEMM_WGMMA_SHAPE");
+    int consumers = 0, split_k = 0;
+    if (env != nullptr && std::sscanf(env, "%dx%d", &consumers, &split_k) == 2 &&
+        (consumers == 1 || consumers == 2) && (split_k == 1 || split_k == kWgmmaSplitK)) {
+      shape.consumers = consumers, shape.split_k = split_k;
+    }
+    return shape;
+  }();
+  return forced;
+}
+
+// The tile height, the K slices and the clusters of a product. Split-K where the tiles would
+// leave most SMs idle and K is long: two K slices a tile, on the taller tiles where their blocks
+// then fill more than half the SMs, else on the 64-row ones if they fit in one wave (H200, bf16
+// NN, tuner, against cuBLAS: 512×4096×4096 0.746 -> 0.885 with 128×256 tiles; 256×4096×4096
+// 0.635 -> 0.824, 777×555×3333 0.858 -> 1.035 with 64×256). Not below kSplitMinKTiles k-tiles:
+// the partials' exchange (~2 µs a block) and the first copies without multicast cost more than
+// halving the loop saves (1000³: 0.739 unsplit, 0.700 split).
+WgmmaShape choose_shape(const GemmParams& p) {
+  constexpr int64_t kSplitMinKTiles = 32;
+  WgmmaShape shape;
+  shape.consumers = narrow_tiles(p) ? 1 : 2;
+  const bool can_split = p.dtype != DType::kFloat32 && p.row_sum == nullptr;
+  if (can_split && ceil_div(p.K, WgmmaConfig<__nv_bfloat16>::kBlockK) >= kSplitMinKTiles) {
+    const int64_t sms = current_sm_count();
+    const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
+    const int64_t wide = ceil_div(p.M, kWgmmaBlockM) * tiles_n * p.batch;
+    const int64_t narrow = ceil_div(p.M, kWgmmaNarrowBlockM) * tiles_n * p.batch;
+    if (wide * kWgmmaSplitK <= sms && wide * kWgmmaSplitK * 2 > sms) {
+      shape.consumers = 2, shape.split_k = kWgmmaSplitK;
+    } else if (narrow * kWgmmaSplitK <= sms) {
+      shape.consumers = 1, shape.split_k = kWgmmaSplitK;
+    }
+  }
+  const WgmmaShape forced = forced_shape();
+  if (forced.consumers != 0) {
+    shape.consumers = forced.consumers;
+    if (can_split) shape.split_k = forced.split_k;
+  }
+  const int64_t tiles_m = ceil_div(p.M, shape.consumers == 2 ? kWgmmaBlockM : kWgmmaNarrowBlockM);
+  const int64_t tiles = tiles_m * ceil_div(p.N, kWgmmaBlockN) * p.batch;
+  // With clusters each block copies (and multicasts) half of B's rows. That pays where a block
+  // walks several tiles; where every block has one 128×256 tile the pair's start and its
+  // stages waiting on both blocks' copies cost more (H200, bf16, against cuBLAS: 2048³ 0.947
+  // with, 0.981 without; 2048×2048×1024 0.91 / 0.98; 1024×4096×1024 0.92 / 0.98; 2048²×8192
+  // 0.97 either way). On 64×256 tiles, whose B is 4/5 of the bytes copied, they pay even so
+  // (1000³ 0.745 with, 0.72 without).
+  const bool one_wave = tiles <= current_sm_count();
+  shape.clusters = shape.split_k == 1 && clusters_enabled() && tiles_m >= 2 &&
+                   (shape.consumers == 1 || !one_wave);
+  return shape;
 }
 
 template <typename T> constexpr CUtensorMapDataType kTensorMapType = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
@@ -349,8 +431,9 @@ struct WgmmaLauncher {
       if (p.M == 0 || p.N == 0 || p.batch == 0) return cudaSuccess;
       const bool transposed = runs_transposed(p);
       const GemmParams& problem = transposed ? transposed_problem(p) : p;
-      return narrow_tiles(problem) ? run_config<1>(problem, p, transposed, stream)
-                                   : run_config<2>(problem, p, transposed, stream);
+      const WgmmaShape shape = choose_shape(problem);
+      return shape.consumers == 1 ? run_config<1>(problem, p, transposed, shape, stream)
+                                  : run_config<2>(problem, p, transposed, shape, stream);
     }
   }
 
@@ -359,8 +442,8 @@ struct WgmmaLauncher {
   // p is the product the kernel computes, caller the caller's, whose C the tensor map of C
   // follows (they differ where transposed: p is then caller's Cᵀ = Bᵀ·Aᵀ).
   template <int kConsumers>
-  static cudaError_t run_config(const GemmParams& p, const GemmParams& caller,
-                                bool transposed, cudaStream_t stream) {
+  static cudaError_t run_config(const GemmParams& p, const GemmParams& caller, bool transposed,
+                                const WgmmaShape& shape, cudaStream_t stream) {
     using Config = WgmmaConfig<T, kConsumers>;
     const int64_t tiles_m = ceil_div(p.M, Config::kBlockM);
     const int64_t tiles_n = ceil_div(p.N, Config::kBlockN);
@@ -381,14 +464,7 @@ struct WgmmaLauncher {
                     std::is_same_v<T, float>, p.workspace, stream);
       if (err != cudaSuccess) return err;
     }
-    // With clusters each block copies (and multicasts) half of B's rows. That pays where a block
-    // walks several tiles; where every block has one 128×256 tile the pair's start and its
-    // stages waiting on both blocks' copies cost more (H200, bf16, against cuBLAS: 2048³ 0.947
-    // with, 0.981 without; 2048×2048×1024 0.91 / 0.98; 1024×4096×1024 0.92 / 0.98; 2048²×8192
-    // 0.97 either way). On 64×256 tiles, whose B is 4/5 of the bytes copied, they pay even so
-    // (1000³ 0.745 with, 0.72 without).
-    const bool one_wave = tiles_m * tiles_n * p.batch <= current_sm_count();
-    const bool clusters = clusters_enabled() && tiles_m >= 2 && (kConsumers == 1 || !one_wave);
+    const bool clusters = shape.clusters;
     // C goes through TMA as the product's C where TMA can address that, else (transposed, fp32
     // only) as the caller's C, its boxes (kBoxCols × kMmaM) filled transposed.
     const bool store_transposed = transposed && std::is_same_v<T, float> && !tma_store_ok(p) &&
@@ -412,7 +488,7 @@ struct WgmmaLauncher {
       if (err != cudaSuccess) return err;
     }
     if (plan.row_sum.fused) wp.row_sum = sums;
-    const cudaError_t err = launch_product<kConsumers>(plan, map_a, map_b, map_c, wp, clusters, stream);
+    const cudaError_t err = launch_product<kConsumers>(plan, map_a, map_b, map_c, wp, shape, stream);
     if (err != cudaSuccess || p.row_sum == nullptr) return err;
     return launch_row_sum_finish(sums, static_cast<T*>(p.row_sum), stream);
   }
@@ -421,21 +497,22 @@ struct WgmmaLauncher {
   template <int kConsumers>
   static cudaError_t launch_product(const WgmmaPlan& plan, const CUtensorMap& map_a,
                                     const CUtensorMap& map_b, const CUtensorMap& map_c,
-                                    const WgmmaParams& wp, bool clusters, cudaStream_t stream) {
+                                    const WgmmaParams& wp, const WgmmaShape& shape,
+                                    cudaStream_t stream) {
     constexpr int C = kConsumers;
     if constexpr (std::is_same_v<T, float>) {
       return plan.a.k_major
-                 ? launch_layout<T, C, true, true>(map_a, map_b, map_c, wp, clusters, stream)
-                 : launch_layout<T, C, false, true>(map_a, map_b, map_c, wp, clusters, stream);
+                 ? launch_layout<T, C, true, true>(map_a, map_b, map_c, wp, shape, stream)
+                 : launch_layout<T, C, false, true>(map_a, map_b, map_c, wp, shape, stream);
     } else {
       if (plan.a.k_major) {
         return plan.b.k_major
-                   ? launch_layout<T, C, true, true>(map_a, map_b, map_c, wp, clusters, stream)
-                   : launch_layout<T, C, true, false>(map_a, map_b, map_c, wp, clusters, stream);
+                   ? launch_layout<T, C, true, true>(map_a, map_b, map_c, wp, shape, stream)
+                   : launch_layout<T, C, true, false>(map_a, map_b, map_c, wp, shape, stream);
       }
       return plan.b.k_major
-                 ? launch_layout<T, C, false, true>(map_a, map_b, map_c, wp, clusters, stream)
-                 : launch_layout<T, C, false, false>(map_a, map_b, map_c, wp, clusters, stream);
+                 ? launch_layout<T, C, false, true>(map_a, map_b, map_c, wp, shape, stream)
+                 : launch_layout<T, C, false, false>(map_a, map_b, map_c, wp, shape, stream);
     }
   }
 
