@@ -15,8 +15,9 @@ using GemmWorkspaceFn = int64_t (*)(const GemmParams&);
 // warptile's block tile, (kBlockM, kBlockN): kernel="auto" counts its tiles against the SMs.
 constexpr int64_t kWarptileBlockM = 128;
 constexpr int64_t kWarptileBlockN = 128;
-// wgmma_sm90's block tile: kernel="auto" counts its tiles too. The launcher takes 64-row tiles
-// (kWgmmaNarrowBlockM, one consumer warpgroup) where the 128-row ones would not fill half the SMs.
+// wgmma_sm90's block tile (kernel="auto" runs tf32 on it where M and N fill its 128 rows). The
+// launcher takes 64-row tiles (kWgmmaNarrowBlockM, one consumer warpgroup) where the 128-row ones
+// would not fill half the SMs, and splits K where even those leave most SMs idle.
 constexpr int64_t kWgmmaBlockM = 128;
 constexpr int64_t kWgmmaNarrowBlockM = 64;
 constexpr int64_t kWgmmaBlockN = 256;

@@ -49,15 +49,15 @@ int current_sm() {
 // - min(M, N) <= 32 (decode): smem16, 3x warptile (2.75 vs 0.87 TFLOP/s at 16x4096x4096);
 // - under 48 output tiles: smem32 (7.15 vs 3.42 at 64x4096x4096, ~6.3 vs ~3.3 at 512^3), while
 //   from 64 tiles on warptile wins (13.6 vs 7.3 at 256x4096x4096, 12.4 vs 7.3 at 1000^3).
-// bf16/fp16: the tensor cores, wgmma on sm_90 (in builds with sm_90a code) wherever its 64x256
-// tiles (the ones its launcher takes when 128x256 tiles would leave most SMs idle) are at least
-// kWgmmaMinTiles (4096^3: wgmma 674 TFLOP/s against mma_sm80's 397), mma.sync from sm_80.
+// bf16/fp16: the tensor cores, wgmma on sm_90 (in builds with sm_90a code) at every shape, since
+// its launcher splits K where its tiles are few (H200, bf16, against mma_sm80: 4096^3 674 against
+// 397 TFLOP/s; 16x4096x4096 21.9 against 12.7, 128x4096x14336 248 against 118, 777x555x3333 70.9
+// against 18.0, 1023x1025x1027 70 against 35.5), mma.sync on other GPUs from sm_80.
 // fp32 where torch allows TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile
 // (there is no mma.sync tf32 rung to fall back to, and the CUDA cores ran 1024^3 at 28.8 TFLOP/s
 // against torch's 130); otherwise (decode shapes, other GPUs, TF32 not allowed) the CUDA cores.
 // fp64 (and 16-bit before sm_80): the 32x32 tile.
-std::string_view choose_auto_kernel(DType dtype, bool allow_tf32, int sm, int64_t M, int64_t N,
-                                    int64_t batch) {
+std::string_view choose_auto_kernel(DType dtype, bool allow_tf32, int sm, int64_t M, int64_t N) {
   constexpr int kMultistageMinSm = 80;
   constexpr int kMmaMinSm = 80;
   constexpr int64_t kDecodeRows = 32;  // min(M, N) at or below which smem16 wins
@@ -65,9 +65,7 @@ std::string_view choose_auto_kernel(DType dtype, bool allow_tf32, int sm, int64_
   const bool sixteen_bit = dtype == DType::kBFloat16 || dtype == DType::kFloat16;
 #ifdef TORCH_GEMM_WITH_SM90A
   constexpr int kWgmmaSm = 90;
-  constexpr int64_t kWgmmaMinTiles = 64;
-  const int64_t wgmma_tiles = ceil_div(M, kWgmmaNarrowBlockM) * ceil_div(N, kWgmmaBlockN) * batch;
-  if (sm == kWgmmaSm && sixteen_bit && wgmma_tiles >= kWgmmaMinTiles) return "wgmma_sm90";
+  if (sm == kWgmmaSm && sixteen_bit) return "wgmma_sm90";
   if (sm == kWgmmaSm && dtype == DType::kFloat32 && allow_tf32 && std::min(M, N) >= kWgmmaBlockM) {
     return "wgmma_sm90";
   }
@@ -87,7 +85,7 @@ void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const
   const bool allow_tf32 = at::globalContext().allowTF32CuBLAS();
   const auto& entry = find_kernel(
       op, kCudaKernels, kernel,
-      choose_auto_kernel(params.dtype, allow_tf32, sm, params.M, params.N, params.batch),
+      choose_auto_kernel(params.dtype, allow_tf32, sm, params.M, params.N),
       params.dtype, like.device(), [sm] { return sm; });
   TORCH_CHECK(!entry.float32_as_tf32 || params.dtype != DType::kFloat32 || allow_tf32, op,
               ": kernel '", kernel, "' multiplies float32 in TF32, which torch does not allow now; "
