@@ -1,7 +1,7 @@
 // Rung 7, wgmma_sm90: Hopper's warpgroup MMA fed by the tensor-memory accelerator, for bf16/fp16
-// and for fp32 as tf32. Measured on an H200 (record, d5a3fbd): 720 TFLOP/s at 4096³ bf16 NN
-// (torch.mm 728 in the same run, 0.989), 8192³ 1.024, 2048³ 0.98, 4095³ 3.15, 1000³ 0.75; tf32
-// NN 4096³ 0.979 (9534ee5).
+// and for fp32 as tf32. Measured on an H200 (record, 455b0d8): 709 TFLOP/s at 4096³ bf16 NN
+// (torch.mm 715 in the same run, 0.992), 8192³ 1.026, 2048³ 0.97, 4095³ 3.17, 1000³ 0.76,
+// 256×4096×4096 0.85 (split K); tf32 NN 4096³ 0.979 (9534ee5).
 //
 // Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
 // memory, completing on mbarriers, so no thread computes an address or a bounds test in the main
@@ -13,7 +13,8 @@
 // L2-friendly groups), and C leaves through shared memory by TMA stores that run on while the
 // consumers start the next tile (16-bit C on 128×256 tiles is packed into registers first, and
 // its stores are issued during the next tile's first k-tiles). A bias is staged per tile by a
-// producer warp and the accumulators start from it.
+// producer warp and the accumulators start from it. Where the tiles are too few for the SMs and
+// K is long, a pair of blocks splits each tile's K and adds the partial sums (reduce_split).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a type only: the driver is reached through the runtime)
