@@ -175,10 +175,11 @@ def test_wgmma_both_tile_heights(dtype, layout):
 
 # wgmma_sm90 splits K in two (16-bit, K of at least 32 k-tiles, tiles leaving most SMs idle): the
 # two blocks of a cluster each take half of K and exchange their partial sums. On a 132-SM
-# H100/H200: 40 tiles of 128×256 (80 blocks, K of 33 k-tiles: slices of 17 and 16); then 64×256
-# tiles: C rows of 1001 elements (not 16-byte aligned: stored from registers), batched, one tile,
-# a prime K. The sums are added in a fixed order: the same bits every run.
-WGMMA_SPLIT_SHAPES = [(1, 1024, 1100, 2100), (1, 200, 1001, 2500), (2, 100, 300, 4096),
+# H100/H200: 40 tiles of 128×256 (80 blocks, K of 33 k-tiles: slices of 17 and 16, C rows
+# 16-byte aligned: TMA stores, an edge tile in N); then 64×256 tiles: C rows of 1001 elements
+# (not 16-byte aligned: stored from registers), batched, one tile, a prime K. The sums are added
+# in a fixed order: the same bits every run.
+WGMMA_SPLIT_SHAPES = [(1, 1024, 1104, 2100), (1, 200, 1001, 2500), (2, 100, 300, 4096),
                       (1, 64, 256, 2048), (1, 77, 515, 4099)]
 
 
@@ -198,7 +199,7 @@ def test_wgmma_split_k(dtype, layout):
             pick = (lambda t: t[i]) if batch > 1 else (lambda t: t)
             assert_close_to_reference(pick(out), pick(a), pick(b))
         assert torch.equal(out, op(a, b, kernel="wgmma_sm90"))
-    for M, N, K in [(1024, 1100, 2100), (200, 1001, 2500)]:  # the bias enters through one slice
+    for M, N, K in [(1024, 1104, 2100), (200, 1001, 2500)]:  # the bias enters through one slice
         gen = generator("cuda", "wgmma_split_bias", str(dtype), layout, M, N, K)
         x, w_t = make_operands(M, N, K, layout, dtype, "cuda", gen)
         bias = randn((N,), dtype, "cuda", gen)

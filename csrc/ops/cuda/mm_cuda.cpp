@@ -7,6 +7,8 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include "kernels/grid.cuh"
 #include "kernels/launch.h"
@@ -57,7 +59,8 @@ int current_sm() {
 // (there is no mma.sync tf32 rung to fall back to, and the CUDA cores ran 1024^3 at 28.8 TFLOP/s
 // against torch's 130); otherwise (decode shapes, other GPUs, TF32 not allowed) the CUDA cores.
 // fp64 (and 16-bit before sm_80): the 32x32 tile.
-std::string_view choose_auto_kernel(DType dtype, bool allow_tf32, int sm, int64_t M, int64_t N) {
+std::string_view choose_auto_kernel(DType dtype, bool allow_tf32, int sm, int64_t M, int64_t N,
+                                    int64_t K) {
   constexpr int kMultistageMinSm = 80;
   constexpr int kMmaMinSm = 80;
   constexpr int64_t kDecodeRows = 32;  // min(M, N) at or below which smem16 wins
@@ -65,8 +68,11 @@ std::string_view choose_auto_kernel(DType dtype, bool allow_tf32, int sm, int64_
   const bool sixteen_bit = dtype == DType::kBFloat16 || dtype == DType::kFloat16;
 #ifdef TORCH_GEMM_WITH_SM90A
   constexpr int kWgmmaSm = 90;
-  if (sm == kWgmmaSm && sixteen_bit) return "wgmma_sm90";
-  if (sm == kWgmmaSm && dtype == DType::kFloat32 && allow_tf32 && std::min(M, N) >= kWgmmaBlockM) {
+  // wgmma_sm90's launcher refuses extents beyond 32 bits: such shapes take the rungs below.
+  const bool wgmma_extents = std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
+  if (sm == kWgmmaSm && sixteen_bit && wgmma_extents) return "wgmma_sm90";
+  if (sm == kWgmmaSm && dtype == DType::kFloat32 && allow_tf32 && wgmma_extents &&
+      std::min(M, N) >= kWgmmaBlockM) {
     return "wgmma_sm90";
   }
 #endif
@@ -85,7 +91,7 @@ void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const
   const bool allow_tf32 = at::globalContext().allowTF32CuBLAS();
   const auto& entry = find_kernel(
       op, kCudaKernels, kernel,
-      choose_auto_kernel(params.dtype, allow_tf32, sm, params.M, params.N),
+      choose_auto_kernel(params.dtype, allow_tf32, sm, params.M, params.N, params.K),
       params.dtype, like.device(), [sm] { return sm; });
   TORCH_CHECK(!entry.float32_as_tf32 || params.dtype != DType::kFloat32 || allow_tf32, op,
               ": kernel '", kernel, "' multiplies float32 in TF32, which torch does not allow now; "
