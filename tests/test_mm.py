@@ -137,6 +137,32 @@ def test_float32_uses_tf32_only_where_torch_allows_it():
         assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel=tf32_kernels[0]))
 
 
+def check_wgmma_product(tag: str, dtype, layout: str, batch: int, M: int, N: int, K: int):
+    """mm_tiled (batch 1) or bmm_tiled with kernel="wgmma_sm90" on fresh operands, each matrix
+    checked against the float64 reference; returns the output and a call that runs it again."""
+    gen = generator("cuda", tag, str(dtype), layout, batch, M, N, K)
+    a, b = make_operands(M, N, K, layout, dtype, "cuda", gen, batch=(batch,) if batch > 1 else ())
+    op = torch_gemm.bmm_tiled if batch > 1 else torch_gemm.mm_tiled
+    with poisoned_outputs():
+        out = op(a, b, kernel="wgmma_sm90")
+    if batch > 1:
+        for i in range(batch):
+            assert_close_to_reference(out[i], a[i], b[i])
+    else:
+        assert_close_to_reference(out, a, b)
+    return out, lambda: op(a, b, kernel="wgmma_sm90")
+
+
+def check_wgmma_linear_bias(tag: str, dtype, layout: str, M: int, N: int, K: int):
+    """linear_tiled with a bias, kernel="wgmma_sm90", against the float64 reference."""
+    gen = generator("cuda", tag, str(dtype), layout, M, N, K)
+    x, w_t = make_operands(M, N, K, layout, dtype, "cuda", gen)  # weight (N, K) = w_t.T
+    bias = randn((N,), dtype, "cuda", gen)
+    with poisoned_outputs():
+        out = torch_gemm.linear_tiled(x, w_t.t(), bias, kernel="wgmma_sm90")
+    assert_close_to_reference(out, x, w_t, bias)
+
+
 # wgmma_sm90 takes 64×256 tiles (one consumer warpgroup) where its 128×256 tiles would not fill
 # half the SMs, 128×256 otherwise: shapes on both sides of that line (on a 132-SM H100/H200:
 # 81, 72 and 90 tiles of 128×256, the 72 with C rows 16-byte aligned for the TMA-store epilogue;
@@ -151,26 +177,10 @@ WGMMA_TILE_SHAPES = [(1, 1100, 2100, 200), (1, 1024, 2304, 200), (3, 700, 1100, 
 def test_wgmma_both_tile_heights(dtype, layout):
     skip_unless_wgmma()
     with tf32_allowed(dtype == torch.float32):
-        for batch, M, N, K in WGMMA_TILE_SHAPES:
-            gen = generator("cuda", "wgmma_tiles", str(dtype), layout, batch, M, N, K)
-            if batch == 1:
-                a, b = make_operands(M, N, K, layout, dtype, "cuda", gen)
-                with poisoned_outputs():
-                    out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
-                assert_close_to_reference(out, a, b)
-            else:
-                a, b = make_operands(M, N, K, layout, dtype, "cuda", gen, batch=(batch,))
-                with poisoned_outputs():
-                    out = torch_gemm.bmm_tiled(a, b, kernel="wgmma_sm90")
-                for i in range(batch):
-                    assert_close_to_reference(out[i], a[i], b[i])
+        for shape in WGMMA_TILE_SHAPES:
+            check_wgmma_product("wgmma_tiles", dtype, layout, *shape)
         for M, N, K in [(1024, 2304, 200), (300, 1000, 130)]:  # the bias in both epilogues
-            gen = generator("cuda", "wgmma_tiles_bias", str(dtype), layout, M, N, K)
-            x, w_t = make_operands(M, N, K, layout, dtype, "cuda", gen)  # weight (N, K) = w_t.T
-            bias = randn((N,), dtype, "cuda", gen)
-            with poisoned_outputs():
-                out = torch_gemm.linear_tiled(x, w_t.t(), bias, kernel="wgmma_sm90")
-            assert_close_to_reference(out, x, w_t, bias)
+            check_wgmma_linear_bias("wgmma_tiles_bias", dtype, layout, M, N, K)
 
 
 # wgmma_sm90 splits K in two (16-bit, K of at least 32 k-tiles, tiles leaving most SMs idle): the
@@ -188,21 +198,8 @@ WGMMA_SPLIT_SHAPES = [(1, 1024, 1104, 2100), (1, 200, 1001, 2500), (2, 100, 300,
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_wgmma_split_k(dtype, layout):
     skip_unless_wgmma()
-    for batch, M, N, K in WGMMA_SPLIT_SHAPES:
-        gen = generator("cuda", "wgmma_split", str(dtype), layout, batch, M, N, K)
-        batch_shape = (batch,) if batch > 1 else ()
-        a, b = make_operands(M, N, K, layout, dtype, "cuda", gen, batch=batch_shape)
-        op = torch_gemm.bmm_tiled if batch > 1 else torch_gemm.mm_tiled
-        with poisoned_outputs():
-            out = op(a, b, kernel="wgmma_sm90")
-        for i in range(batch):
-            pick = (lambda t: t[i]) if batch > 1 else (lambda t: t)
-            assert_close_to_reference(pick(out), pick(a), pick(b))
-        assert torch.equal(out, op(a, b, kernel="wgmma_sm90"))
+    for shape in WGMMA_SPLIT_SHAPES:
+        out, run_again = check_wgmma_product("wgmma_split", dtype, layout, *shape)
+        assert torch.equal(out, run_again())
     for M, N, K in [(1024, 1104, 2100), (200, 1001, 2500)]:  # the bias enters through one slice
-        gen = generator("cuda", "wgmma_split_bias", str(dtype), layout, M, N, K)
-        x, w_t = make_operands(M, N, K, layout, dtype, "cuda", gen)
-        bias = randn((N,), dtype, "cuda", gen)
-        with poisoned_outputs():
-            out = torch_gemm.linear_tiled(x, w_t.t(), bias, kernel="wgmma_sm90")
-        assert_close_to_reference(out, x, w_t, bias)
+        check_wgmma_linear_bias("wgmma_split_bias", dtype, layout, M, N, K)

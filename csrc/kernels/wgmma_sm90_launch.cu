@@ -350,15 +350,6 @@ cudaError_t launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
              : launch_kernel<T, kConsumers, kKMajorA, kKMajorB, 1, 1>(map_a, map_b, map_c, wp, stream);
 }
 
-// Whether a product takes the one-consumer 64×256 tiles: where its 128×256 tiles (over the
-// batch) would not fill half the SMs, so that twice as many blocks work (1000³ bf16: 32 tiles of
-// 128×256, 64 of 64×256, on 132 SMs).
-bool narrow_tiles(const GemmParams& p) {
-  const int64_t wide = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, kWgmmaBlockN);
-  const int64_t limit = current_sm_count() / 2;
-  return wide < limit && p.batch < limit && wide * p.batch < limit;
-}
-
 // TORCH_GEMM_WGMMA_SHAPE=CxS forces C consumer warpgroups (1: 64×256 tiles, 2: 128×256) and S
 // slices of K (1 or 2; 16-bit only, not with row sums), for comparison; unset, the launcher
 // chooses. Read once per process.
@@ -376,7 +367,9 @@ WgmmaShape forced_shape() {
   return forced;
 }
 
-// The tile height, the K slices and the clusters of a product. Split-K where the tiles would
+// The tile height, the K slices and the clusters of a product. The one-consumer 64×256 tiles where
+// the 128×256 ones (over the batch) would not fill half the SMs, so that twice as many blocks work
+// (1000³ bf16: 32 tiles of 128×256, 64 of 64×256, on 132 SMs). Split-K where the tiles would
 // leave most SMs idle and K is long: two K slices a tile, on the taller tiles where their blocks
 // then fill more than half the SMs, else on the 64-row ones if they fit in one wave (H200, bf16
 // NN, tuner, against cuBLAS: 512×4096×4096 0.746 -> 0.885 with 128×256 tiles; 256×4096×4096
@@ -385,14 +378,15 @@ WgmmaShape forced_shape() {
 // halving the loop saves (1000³: 0.739 unsplit, 0.700 split).
 WgmmaShape choose_shape(const GemmParams& p) {
   constexpr int64_t kSplitMinKTiles = 32;
+  const int64_t sms = current_sm_count();
+  const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
+  const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
+  // Tiles over the batch (fewer than C's elements: no overflow).
+  const int64_t wide = wide_m * tiles_n * p.batch, narrow = narrow_m * tiles_n * p.batch;
   WgmmaShape shape;
-  shape.consumers = narrow_tiles(p) ? 1 : 2;
+  shape.consumers = wide < sms / 2 ? 1 : 2;
   const bool can_split = p.dtype != DType::kFloat32 && p.row_sum == nullptr;
   if (can_split && ceil_div(p.K, WgmmaConfig<__nv_bfloat16>::kBlockK) >= kSplitMinKTiles) {
-    const int64_t sms = current_sm_count();
-    const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
-    const int64_t wide = ceil_div(p.M, kWgmmaBlockM) * tiles_n * p.batch;
-    const int64_t narrow = ceil_div(p.M, kWgmmaNarrowBlockM) * tiles_n * p.batch;
     if (wide * kWgmmaSplitK <= sms && wide * kWgmmaSplitK * 2 > sms) {
       shape.consumers = 2, shape.split_k = kWgmmaSplitK;
     } else if (narrow * kWgmmaSplitK <= sms) {
@@ -404,17 +398,16 @@ WgmmaShape choose_shape(const GemmParams& p) {
     shape.consumers = forced.consumers;
     if (can_split) shape.split_k = forced.split_k;
   }
-  const int64_t tiles_m = ceil_div(p.M, shape.consumers == 2 ? kWgmmaBlockM : kWgmmaNarrowBlockM);
-  const int64_t tiles = tiles_m * ceil_div(p.N, kWgmmaBlockN) * p.batch;
+  const bool two = shape.consumers == 2;
   // With clusters each block copies (and multicasts) half of B's rows. That pays where a block
   // walks several tiles; where every block has one 128×256 tile the pair's start and its
   // stages waiting on both blocks' copies cost more (H200, bf16, against cuBLAS: 2048³ 0.947
   // with, 0.981 without; 2048×2048×1024 0.91 / 0.98; 1024×4096×1024 0.92 / 0.98; 2048²×8192
   // 0.97 either way). On 64×256 tiles, whose B is 4/5 of the bytes copied, they pay even so
   // (1000³ 0.745 with, 0.72 without).
-  const bool one_wave = tiles <= current_sm_count();
-  shape.clusters = shape.split_k == 1 && clusters_enabled() && tiles_m >= 2 &&
-                   (shape.consumers == 1 || !one_wave);
+  const bool one_wave_of_wide = two && wide <= sms;
+  shape.clusters = shape.split_k == 1 && clusters_enabled() && (two ? wide_m : narrow_m) >= 2 &&
+                   !one_wave_of_wide;
   return shape;
 }
 
@@ -464,15 +457,14 @@ struct WgmmaLauncher {
                     std::is_same_v<T, float>, p.workspace, stream);
       if (err != cudaSuccess) return err;
     }
-    const bool clusters = shape.clusters;
     // C goes through TMA as the product's C where TMA can address that, else (transposed, fp32
     // only) as the caller's C, its boxes (kBoxCols × kMmaM) filled transposed.
-    const bool store_transposed = transposed && std::is_same_v<T, float> && !tma_store_ok(p) &&
-                                  tma_store_ok(caller);
-    const bool tma_store = tma_store_ok(p) || store_transposed;
+    const bool product_store = tma_store_ok(p);
+    const bool store_transposed = transposed && !product_store && tma_store_ok(caller);
+    const bool tma_store = product_store || store_transposed;
     CUtensorMap map_a, map_b, map_c{};
     if (!encode_operand_map<Config>(&map_a, plan.a, Config::kBlockM, kTensorMapType<T>) ||
-        !encode_operand_map<Config>(&map_b, plan.b, Config::kBlockN / (clusters ? 2 : 1),
+        !encode_operand_map<Config>(&map_b, plan.b, Config::kBlockN / (shape.clusters ? 2 : 1),
                                     kTensorMapType<T>) ||
         (tma_store && !encode_output_map<Config>(&map_c, store_transposed ? caller : p,
                                                  kTensorMapType<T>))) {
