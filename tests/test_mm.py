@@ -183,6 +183,25 @@ def test_wgmma_both_tile_heights(dtype, layout):
             check_wgmma_linear_bias("wgmma_tiles_bias", dtype, layout, M, N, K)
 
 
+# wgmma_sm90 takes 64×128 tiles (16-bit) where its 64×256 tiles would leave half the SMs idle and
+# the 64×128 ones fit in one wave. On a 132-SM H100/H200: 1000³ (128 tiles, pairs sharing B, C
+# rows 16-byte aligned: TMA stores, edge tiles in M and N); C rows of 1001 elements (stored from
+# registers); batched; one tile (no pair); K of 1 and a prime K.
+WGMMA_SMALL_SHAPES = [(1, 1000, 1000, 1000), (1, 1000, 1001, 67), (2, 200, 700, 300),
+                      (1, 64, 100, 1), (1, 130, 250, 127)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_wgmma_small_tiles(dtype, layout):
+    skip_unless_wgmma()
+    for shape in WGMMA_SMALL_SHAPES:
+        check_wgmma_product("wgmma_small", dtype, layout, *shape)
+    for M, N, K in [(1000, 1000, 1000), (130, 250, 127)]:  # the bias in both epilogues
+        check_wgmma_linear_bias("wgmma_small_bias", dtype, layout, M, N, K)
+
+
 # wgmma_sm90 splits K in two (16-bit, K of at least 32 k-tiles, tiles leaving most SMs idle): the
 # two blocks of a cluster each take half of K and exchange their partial sums. On a 132-SM
 # H100/H200: 40 tiles of 128×256 (80 blocks, K of 33 k-tiles: slices of 17 and 16, C rows

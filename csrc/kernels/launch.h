@@ -17,10 +17,12 @@ constexpr int64_t kWarptileBlockM = 128;
 constexpr int64_t kWarptileBlockN = 128;
 // wgmma_sm90's block tile (kernel="auto" runs tf32 on it where M and N fill its 128 rows). The
 // launcher takes 64-row tiles (kWgmmaNarrowBlockM, one consumer warpgroup) where the 128-row ones
-// would not fill half the SMs, and splits K where even those leave most SMs idle.
+// would not fill half the SMs, 64×128 ones (kWgmmaSmallBlockN, 16-bit) where even those would not,
+// and splits K where the tiles leave most SMs idle and K is long.
 constexpr int64_t kWgmmaBlockM = 128;
 constexpr int64_t kWgmmaNarrowBlockM = 64;
 constexpr int64_t kWgmmaBlockN = 256;
+constexpr int64_t kWgmmaSmallBlockN = 128;
 
 cudaError_t launch_gemm_naive(const GemmParams& params, cudaStream_t stream);
 cudaError_t launch_gemm_smem16(const GemmParams& params, cudaStream_t stream);

@@ -37,31 +37,36 @@
 
 namespace torch_gemm {
 
-// The tile and pipeline for operand type T (bf16/fp16, or fp32 read as tf32) and kConsumers
-// consumer warpgroups (2: 128×256 tiles; 1: 64×256 tiles, twice as many, for shapes whose 128×256
-// tiles would leave most SMs idle). Every size is in bytes of 128-byte swizzled rows, so the
-// 16-bit and tf32 kernels share one shape: a k-tile is one 128-byte row of K (64 or 32 elements),
-// a wgmma reads 32 bytes of it.
-template <typename T, int kConsumers_ = 2>
+// The tile and pipeline for operand type T (bf16/fp16, or fp32 read as tf32), kConsumers
+// consumer warpgroups (2: 128-row tiles; 1: 64-row tiles, twice as many, for shapes whose 128-row
+// tiles would leave most SMs idle) and kMmaN columns (256; or 128, 16-bit on 64-row tiles only,
+// twice as many tiles again: see choose_shape in the launcher). Every size is in bytes of 128-byte
+// swizzled rows, so the 16-bit and tf32 kernels share one shape: a k-tile is one 128-byte row of K
+// (64 or 32 elements), a wgmma reads 32 bytes of it.
+template <typename T, int kConsumers_ = 2, int kMmaN_ = 256>
 struct WgmmaConfig {
   static constexpr bool kTf32 = std::is_same_v<T, float>;
   static constexpr int kElementBytes = sizeof(T);
   static constexpr int kSwizzleBytes = 128;        // TMA and wgmma's widest swizzle: conflict-free
   static constexpr int kBlockK = kSwizzleBytes / kElementBytes;  // 64 (16-bit) or 32 (tf32)
   static constexpr int kMmaM = 64;                 // wgmma's M per warpgroup
-  static constexpr int kMmaN = 256;                // wgmma's largest N: B read once per k-step
+  static constexpr int kMmaN = kMmaN_;             // 256, wgmma's largest: B read once per k-step
   static constexpr int kMmaK = 32 / kElementBytes; // K per wgmma: 16 (16-bit) or 8 (tf32)
+  static constexpr int kAccumulators = kMmaM * kMmaN / 128;  // fp32 a thread: 128 (or 64)
   static constexpr int kConsumers = kConsumers_;   // consumer warpgroups, 64 rows of C each
   static constexpr int kBlockM = kConsumers * kMmaM;  // 128 (or 64) rows of C per tile
-  static constexpr int kBlockN = kMmaN;               // 256 columns of C per tile
+  static constexpr int kBlockN = kMmaN;               // 256 (or 128) columns of C per tile
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
+  static_assert(kMmaN == 256 || (kMmaN == 128 && kConsumers == 1 && !kTf32),
+                "128-column tiles: 16-bit, one consumer");
   static_assert(kBlockM == (kConsumers == 2 ? kWgmmaBlockM : kWgmmaNarrowBlockM) &&
-                    kBlockN == kWgmmaBlockN,
+                    kBlockN == (kMmaN == 256 ? kWgmmaBlockN : kWgmmaSmallBlockN),
                 "launch.h tells auto the tiles");
   // k-tiles in flight, 48 KB each (40 KB with one consumer): 4 leave room for two 8 KB epilogue
   // boxes per consumer, or 4–8 with one (3 stages with a whole-tile ring of 4 boxes measured no
-  // faster, benchmarks/NOTES.md).
-  static constexpr int kStages = 4;
+  // faster, benchmarks/NOTES.md). 64×128 tiles take 24 KB a k-tile: 8 in flight, on shapes whose
+  // loop waits on L2.
+  static constexpr int kStages = kMmaN == 256 ? 4 : 8;
   static constexpr int kWarpgroupThreads = 128;
   static constexpr int kThreads = (kConsumers + 1) * kWarpgroupThreads;  // + the producer's
   // setmaxnreg: the producer needs a handful of registers, each consumer 128 accumulators plus
@@ -76,14 +81,14 @@ struct WgmmaConfig {
   static constexpr int kMNBox = kSwizzleBytes / kElementBytes;
   static constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes;  // 8 rows: the swizzle's period
   static constexpr int kStageBytesA = kBlockM * kBlockK * kElementBytes;  // 16 KB (8: 1 consumer)
-  static constexpr int kStageBytesB = kBlockN * kBlockK * kElementBytes;  // 32 KB
+  static constexpr int kStageBytesB = kBlockN * kBlockK * kElementBytes;  // 32 KB (or 16)
   static constexpr int kMNBoxBytes = kMNBox * kBlockK * kElementBytes;    // 8 KB
   // The epilogue: C leaves through shared memory in boxes of 64 rows × 128 bytes, swizzled like
   // the operands (so the fragment stores are conflict-free), each written out by one TMA store
   // that runs while the consumers go on to the next tile. Each consumer cycles through
   // kEpilogueBoxes such buffers: as many as fit beside the stages, at most a whole 64×256 tile.
   static constexpr int kBoxCols = kSwizzleBytes / kElementBytes;  // 64 (16-bit) or 32 (fp32)
-  static constexpr int kBoxesPerTile = kBlockN / kBoxCols;        // per consumer: 4 or 8
+  static constexpr int kBoxesPerTile = kBlockN / kBoxCols;        // per consumer: 4 or 8 (2)
   static constexpr int kBoxBytes = kMmaM * kSwizzleBytes;         // 8 KB
   static constexpr int kSmemLimit = 227 * 1024;  // sm_90's dynamic shared memory per block
   static constexpr int kPipelineBytes = kStages * (kStageBytesA + kStageBytesB);
@@ -340,52 +345,54 @@ __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
 }
 
-// One wgmma of shape m64n256 ("m64n256k16.f32.bf16.bf16"): the accumulators d are %0..%127, the
-// inputs (__VA_ARGS__) follow from %128; ACCUMULATE names the input holding `accumulate` and
-// OPERANDS is the text after the accumulators (A's descriptor or registers, B's descriptor, the
-// scales and, for 16-bit operands, the transposes).
-#define TORCH_GEMM_WGMMA_M64N256(SHAPE_TYPES, ACCUMULATE, OPERANDS, ...) \
-  asm volatile( \
-      "{\n" \
-      ".reg .pred accumulate;\n" \
-      "setp.ne.b32 accumulate, " ACCUMULATE ", 0;\n" \
-      "wgmma.mma_async.sync.aligned." SHAPE_TYPES " " \
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, " \
-      OPERANDS ";\n" \
-      "}\n" \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-      "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-      "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-      "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
-      "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-      "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-      "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-      "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
-      "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
-      "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
-      "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
-      "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
-      : __VA_ARGS__)
+// A wgmma's accumulators as asm operands: d[0..63] are %0..%63 (m64n128), d[0..127] %0..%127
+// (m64n256); its other inputs follow them.
+#define TORCH_GEMM_ACC_REGS_LOW "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define TORCH_GEMM_ACC_REGS_HIGH "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define TORCH_GEMM_ACC8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define TORCH_GEMM_ACC64(i) TORCH_GEMM_ACC8(i), TORCH_GEMM_ACC8(i + 8), TORCH_GEMM_ACC8(i + 16), TORCH_GEMM_ACC8(i + 24), TORCH_GEMM_ACC8(i + 32), TORCH_GEMM_ACC8(i + 40), TORCH_GEMM_ACC8(i + 48), TORCH_GEMM_ACC8(i + 56)
 
-// D (64×256, fp32, in registers) = A (64×kMmaK, smem) · B (kMmaK×256, smem) + (accumulate ? D : 0)
-// for one warpgroup, asynchronously (wgmma_commit / wgmma_wait). kTransA/kTransB: 1 where the
-// operand's shared tile is MN-major (wgmma transposes it on read; 16-bit only).
-template <typename T, int kTransA, int kTransB>
-__device__ __forceinline__ void wgmma_m64n256(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
-                                              int accumulate) {
+// One wgmma of SHAPE_TYPES ("m64n256k16.f32.bf16.bf16"): ACC_REGS lists the accumulators' operands
+// and ACC their constraints; ACCUMULATE names the input holding `accumulate` and OPERANDS is the
+// text after the accumulators (A's descriptor or registers, B's descriptor, the scales and, for
+// 16-bit operands, the transposes); __VA_ARGS__ are those inputs.
+#define TORCH_GEMM_WGMMA(SHAPE_TYPES, ACC_REGS, ACC, ACCUMULATE, OPERANDS, ...) \
+  asm volatile("{\n"                                                                       \
+               ".reg .pred accumulate;\n"                                                   \
+               "setp.ne.b32 accumulate, " ACCUMULATE ", 0;\n"                               \
+               "wgmma.mma_async.sync.aligned." SHAPE_TYPES " {" ACC_REGS "}, " OPERANDS ";\n" \
+               "}\n"                                                                       \
+               : ACC                                                                        \
+               : __VA_ARGS__)
+#define TORCH_GEMM_ACC_REGS_256 TORCH_GEMM_ACC_REGS_LOW ", " TORCH_GEMM_ACC_REGS_HIGH
+#define TORCH_GEMM_ACC_256 TORCH_GEMM_ACC64(0), TORCH_GEMM_ACC64(64)
+
+// D (64×kMmaN, fp32, in registers: kMmaN / 2 a thread) = A (64×kMmaK, smem) · B (kMmaK×kMmaN,
+// smem) + (accumulate ? D : 0) for one warpgroup, asynchronously (wgmma_commit / wgmma_wait), kMmaN
+// 256 or 128 by the accumulators' count. kTransA/kTransB: 1 where the operand's shared tile is
+// MN-major (wgmma transposes it on read; 16-bit only).
+template <typename T, int kTransA, int kTransB, int kCount>
+__device__ __forceinline__ void wgmma_ss(float (&d)[kCount], uint64_t desc_a, uint64_t desc_b,
+                                         int accumulate) {
   static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "16-bit operands");
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    TORCH_GEMM_WGMMA_M64N256("m64n256k16.f32.bf16.bf16", "%132",
-                             "%128, %129, accumulate, 1, 1, %130, %131", "l"(desc_a), "l"(desc_b),
-                             "n"(kTransA), "n"(kTransB), "r"(accumulate));
+  static_assert(kCount == 128 || kCount == 64, "m64n256 or m64n128");
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (kCount == 128 && kBf16) {
+    TORCH_GEMM_WGMMA("m64n256k16.f32.bf16.bf16", TORCH_GEMM_ACC_REGS_256, TORCH_GEMM_ACC_256,
+                     "%132", "%128, %129, accumulate, 1, 1, %130, %131", "l"(desc_a), "l"(desc_b),
+                     "n"(kTransA), "n"(kTransB), "r"(accumulate));
+  } else if constexpr (kCount == 128) {
+    TORCH_GEMM_WGMMA("m64n256k16.f32.f16.f16", TORCH_GEMM_ACC_REGS_256, TORCH_GEMM_ACC_256,
+                     "%132", "%128, %129, accumulate, 1, 1, %130, %131", "l"(desc_a), "l"(desc_b),
+                     "n"(kTransA), "n"(kTransB), "r"(accumulate));
+  } else if constexpr (kBf16) {
+    TORCH_GEMM_WGMMA("m64n128k16.f32.bf16.bf16", TORCH_GEMM_ACC_REGS_LOW, TORCH_GEMM_ACC64(0),
+                     "%68", "%64, %65, accumulate, 1, 1, %66, %67", "l"(desc_a), "l"(desc_b),
+                     "n"(kTransA), "n"(kTransB), "r"(accumulate));
   } else {
-    TORCH_GEMM_WGMMA_M64N256("m64n256k16.f32.f16.f16", "%132",
-                             "%128, %129, accumulate, 1, 1, %130, %131", "l"(desc_a), "l"(desc_b),
-                             "n"(kTransA), "n"(kTransB), "r"(accumulate));
+    TORCH_GEMM_WGMMA("m64n128k16.f32.f16.f16", TORCH_GEMM_ACC_REGS_LOW, TORCH_GEMM_ACC64(0),
+                     "%68", "%64, %65, accumulate, 1, 1, %66, %67", "l"(desc_a), "l"(desc_b),
+                     "n"(kTransA), "n"(kTransB), "r"(accumulate));
   }
 }
 
@@ -395,12 +402,18 @@ __device__ __forceinline__ void wgmma_m64n256(float (&d)[128], uint64_t desc_a, 
 // t%4 + 4 (a[2], a[3]): mma.m16n8k8's A fragment, one per warp.
 __device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], const uint32_t (&a)[4],
                                                      uint64_t desc_b, int accumulate) {
-  TORCH_GEMM_WGMMA_M64N256("m64n256k8.f32.tf32.tf32", "%133",
-                           "{%128, %129, %130, %131}, %132, accumulate, 1, 1", "r"(a[0]),
-                           "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  TORCH_GEMM_WGMMA("m64n256k8.f32.tf32.tf32", TORCH_GEMM_ACC_REGS_256, TORCH_GEMM_ACC_256, "%133",
+                   "{%128, %129, %130, %131}, %132, accumulate, 1, 1", "r"(a[0]), "r"(a[1]),
+                   "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
-#undef TORCH_GEMM_WGMMA_M64N256
+#undef TORCH_GEMM_ACC_256
+#undef TORCH_GEMM_ACC_REGS_256
+#undef TORCH_GEMM_WGMMA
+#undef TORCH_GEMM_ACC64
+#undef TORCH_GEMM_ACC8
+#undef TORCH_GEMM_ACC_REGS_HIGH
+#undef TORCH_GEMM_ACC_REGS_LOW
 
 #endif  // TORCH_GEMM_SM90A_DEVICE
 
@@ -467,12 +480,13 @@ __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&pair);
 }
 
-// Writes one consumer's 64×256 accumulators to C straight from registers, edges masked: the path
-// for a C that TMA cannot address.
+// Writes one consumer's 64×kMmaN accumulators to C straight from registers, edges masked: the
+// path for a C that TMA cannot address.
 // With kSplitK > 1, only the columns this block owns (split_owns).
 template <typename Config, typename T, bool kPermuted, int kSplitK = 1>
-__device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const float (&d)[128],
-                                                   int z, int row0, int n0, int split = 0) {
+__device__ __forceinline__ void store_accumulators(const WgmmaParams& p,
+                                                   const float (&d)[Config::kAccumulators], int z,
+                                                   int row0, int n0, int split = 0) {
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32 % 4;
   T* c = static_cast<T*>(p.c) + z * p.c_stride_batch;
@@ -506,13 +520,13 @@ __device__ __forceinline__ void store_accumulators(const WgmmaParams& p, const f
   }
 }
 
-// One consumer's 64×256 tile of 16-bit C, rounded, two values a register in the accumulator
+// One consumer's 64×kMmaN tile of 16-bit C, rounded, two values a register in the accumulator
 // layout: packed[2j + h] holds columns 8j + 2(l%4) and the next, of row l/4 + 8h. In half the
 // registers of the accumulators, it can wait there while the next tile's wgmmas run.
-template <typename T>
-__device__ __forceinline__ void pack_tile(const float (&d)[128], uint32_t (&packed)[64]) {
+template <typename T, int kCount>
+__device__ __forceinline__ void pack_tile(const float (&d)[kCount], uint32_t (&packed)[kCount / 2]) {
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
+  for (int j = 0; j < kCount / 4; ++j) {
     packed[2 * j] = pack_pair<T>(d[4 * j], d[4 * j + 1]);
     packed[2 * j + 1] = pack_pair<T>(d[4 * j + 2], d[4 * j + 3]);
   }
@@ -522,8 +536,8 @@ __device__ __forceinline__ void pack_tile(const float (&d)[128], uint32_t (&pack
 // 128-byte swizzle the TMA store undoes), holding columns [kBoxCols·box, kBoxCols·(box+1)) of a
 // consumer's tile. From a packed 16-bit tile: stmatrix, 16 columns × 16 rows per instruction.
 template <typename Config>
-__device__ __forceinline__ void fill_box_packed(const uint32_t (&packed)[64], int box,
-                                                uint32_t box_addr) {
+__device__ __forceinline__ void fill_box_packed(const uint32_t (&packed)[Config::kAccumulators / 2],
+                                                int box, uint32_t box_addr) {
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32 % 4;
   // Matrix i of an x4: rows 8(i%2).. of the warp's 16, 8-column block i/2 of the 16 columns.
@@ -701,24 +715,26 @@ __device__ __forceinline__ void reduce_split(float (&d)[128], unsigned char* exc
 // which decides the boxes the producer copies and the descriptors and transposes of the wgmmas.
 // kClusterM: blocks per cluster, each computing one of kClusterM tiles stacked along M. They
 // share B: each block's producer copies 1/kClusterM of it and multicasts it to all of them, so
-// B crosses L2 → SM once per cluster instead of once per block. kConsumers: WgmmaConfig's.
+// B crosses L2 → SM once per cluster instead of once per block. kConsumers, kMmaN: WgmmaConfig's.
 // kSplitK > 1 (16-bit, kClusterM = 1): a cluster of kSplitK blocks shares each tile, block s
 // taking the s-th slice of K, and their partial sums meet in shared memory (reduce_split): for
 // products with too few tiles to fill the SMs. The launcher then gives each cluster one tile.
-template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM, int kConsumers, int kSplitK>
-__global__ void __launch_bounds__(WgmmaConfig<T, kConsumers>::kThreads, 1)
+template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM, int kConsumers, int kSplitK,
+          int kMmaN>
+__global__ void __launch_bounds__(WgmmaConfig<T, kConsumers, kMmaN>::kThreads, 1)
 gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                        const __grid_constant__ CUtensorMap map_b,
                        const __grid_constant__ CUtensorMap map_c,
                        const __grid_constant__ WgmmaParams p) {
 #ifdef TORCH_GEMM_SM90A_DEVICE
-  using Config = WgmmaConfig<T, kConsumers>;
+  using Config = WgmmaConfig<T, kConsumers, kMmaN>;
   using namespace sm90;
   constexpr int kStages = Config::kStages, kBlockK = Config::kBlockK;
   static_assert(kClusterM == 1 || kClusterM == 2, "one block, or a pair sharing B");
-  static_assert(kSplitK == 1 || (kClusterM == 1 && !Config::kTf32 && Config::kBoxesPerTile %
-                                 kSplitK == 0),
-                "split-K: 16-bit C, owned in whole epilogue boxes, clusters of the K slices");
+  static_assert(kSplitK == 1 || (kClusterM == 1 && !Config::kTf32 && kMmaN == 256 &&
+                                 Config::kBoxesPerTile % kSplitK == 0),
+                "split-K: 16-bit C on 256-column tiles, owned in whole epilogue boxes, clusters "
+                "of the K slices");
   constexpr int kClusterBlocks = kClusterM * kSplitK;
   static_assert(Config::kBlockN / kClusterM % Config::kMNBox == 0,
                 "each block multicasts whole 64-element boxes of an N-major B");
@@ -914,7 +930,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     // tf32's A fragments from an MN-major tile load rows in accumulator_row's permuted order.
     constexpr bool kRowsPermuted = Config::kTf32 && !kKMajorA;
     constexpr int kRounds = Config::kBoxesPerTile / Config::kEpilogueBoxes;
-    uint32_t packed[Config::kTf32 ? 1 : 64];
+    uint32_t packed[Config::kTf32 ? 1 : Config::kAccumulators / 2];
     bool pending = false;  // packed holds a tile not yet (all) stored
     int pending_z = 0, pending_row0 = 0, pending_n0 = 0;
     // Rounds [from, to) of the packed tile. The rounds are unrolled so that each indexes packed
@@ -931,7 +947,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         }
       }
     };
-    float d[128];
+    float d[Config::kAccumulators];
     int stage = 0;
     uint32_t phase = 0, bias_phase = 0;
     // Hands a stage back to every block whose producer writes into it.
@@ -1050,7 +1066,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                 smem_descriptor(a + kk * kStepA, kLeadingA, Config::kSwizzleAtomBytes);
             const uint64_t desc_b =
                 smem_descriptor(b + kk * kStepB, kLeadingB, Config::kSwizzleAtomBytes);
-            wgmma_m64n256<T, kKMajorA ? 0 : 1, kKMajorB ? 0 : 1>(d, desc_a, desc_b, 1);
+            wgmma_ss<T, kKMajorA ? 0 : 1, kKMajorB ? 0 : 1>(d, desc_a, desc_b, 1);
           }
           wgmma_commit();
         }

@@ -271,11 +271,13 @@ bool encode_output_map(CUtensorMap* map, const GemmParams& p, CUtensorMapDataTyp
 // than there are turns, nor more than the number of turns per block needs. Split-K: one cluster
 // of kSplitK blocks per tile, each cluster one turn (reduce_split reuses the stage ring, which a
 // next tile's copies would overwrite).
-template <typename T, int kConsumers, bool kKMajorA, bool kKMajorB, int kClusterM, int kSplitK>
+template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB, int kClusterM,
+          int kSplitK>
 cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
                           const CUtensorMap& map_c, const WgmmaParams& wp, cudaStream_t stream) {
-  using Config = WgmmaConfig<T, kConsumers>;
-  const auto kernel = gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB, kClusterM, kConsumers, kSplitK>;
+  using Config = WgmmaConfig<T, kConsumers, kMmaN>;
+  const auto kernel =
+      gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB, kClusterM, kConsumers, kSplitK, kMmaN>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes);
   if (err != cudaSuccess) return err;
@@ -331,36 +333,42 @@ bool clusters_enabled() {
 constexpr int kWgmmaSplitK = 2;
 struct WgmmaShape {
   int consumers = 2;
+  int block_n = static_cast<int>(kWgmmaBlockN);  // or kWgmmaSmallBlockN (one consumer, 16-bit)
   bool clusters = false;
   int split_k = 1;
 };
 
-template <typename T, int kConsumers, bool kKMajorA, bool kKMajorB>
+template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB>
 cudaError_t launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
                           const CUtensorMap& map_c, const WgmmaParams& wp, const WgmmaShape& shape,
                           cudaStream_t stream) {
-  if constexpr (!std::is_same_v<T, float>) {
+  if constexpr (!std::is_same_v<T, float> && kMmaN == kWgmmaBlockN) {
     if (shape.split_k == kWgmmaSplitK) {
-      return launch_kernel<T, kConsumers, kKMajorA, kKMajorB, 1, kWgmmaSplitK>(map_a, map_b, map_c,
-                                                                               wp, stream);
+      return launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, kWgmmaSplitK>(
+          map_a, map_b, map_c, wp, stream);
     }
   }
-  return shape.clusters
-             ? launch_kernel<T, kConsumers, kKMajorA, kKMajorB, 2, 1>(map_a, map_b, map_c, wp, stream)
-             : launch_kernel<T, kConsumers, kKMajorA, kKMajorB, 1, 1>(map_a, map_b, map_c, wp, stream);
+  return shape.clusters ? launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 2, 1>(
+                              map_a, map_b, map_c, wp, stream)
+                        : launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 1>(
+                              map_a, map_b, map_c, wp, stream);
 }
 
-// TORCH_GEMM_WGMMA_SHAPE=CxS forces C consumer warpgroups (1: 64×256 tiles, 2: 128×256) and S
-// slices of K (1 or 2; 16-bit only, not with row sums), for comparison; unset, the launcher
-// chooses. Read once per process.
+// TORCH_GEMM_WGMMA_SHAPE=CxS[xN] forces C consumer warpgroups (1: 64-row tiles, 2: 128-row), S
+// slices of K (1 or 2; 16-bit only, not with row sums) and N columns a tile (256, or 128 with
+// 1x1, 16-bit only, not with row sums), for comparison; unset, the launcher chooses. Read once per
+// process.
 WgmmaShape forced_shape() {
   static const WgmmaShape forced = [] {
-    WgmmaShape shape{0, false, 0};
+    WgmmaShape shape{0, static_cast<int>(kWgmmaBlockN), false, 0};
     const char* env = std::getenv("TORCH_GEMM_WGMMA_SHAPE");
-    int consumers = 0, split_k = 0;
-    if (env != nullptr && std::sscanf(env, "%dx%d", &consumers, &split_k) == 2 &&
-        (consumers == 1 || consumers == 2) && (split_k == 1 || split_k == kWgmmaSplitK)) {
-      shape.consumers = consumers, shape.split_k = split_k;
+    int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
+    const int fields =
+        env == nullptr ? 0 : std::sscanf(env, "%dx%dx%d", &consumers, &split_k, &block_n);
+    const bool small = block_n == kWgmmaSmallBlockN && consumers == 1 && split_k == 1;
+    if (fields >= 2 && (consumers == 1 || consumers == 2) &&
+        (split_k == 1 || split_k == kWgmmaSplitK) && (block_n == kWgmmaBlockN || small)) {
+      shape.consumers = consumers, shape.split_k = split_k, shape.block_n = block_n;
     }
     return shape;
   }();
@@ -393,10 +401,19 @@ WgmmaShape choose_shape(const GemmParams& p) {
       shape.consumers = 1, shape.split_k = kWgmmaSplitK;
     }
   }
+  // 64×128 tiles where even the 64×256 ones, unsplit, would leave half the SMs idle and the
+  // 64×128 ones fit in one wave: twice the blocks pull operands from L2, which bounds these
+  // shapes' loops (benchmarks/NOTES.md, session 11).
+  const int64_t small =
+      narrow_m * ceil_div(p.N, kWgmmaSmallBlockN) * p.batch;
+  if (can_split && shape.consumers == 1 && shape.split_k == 1 && small <= sms) {
+    shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
+  }
   const WgmmaShape forced = forced_shape();
   if (forced.consumers != 0) {
     shape.consumers = forced.consumers;
-    if (can_split) shape.split_k = forced.split_k;
+    shape.block_n = static_cast<int>(kWgmmaBlockN);
+    if (can_split) shape.split_k = forced.split_k, shape.block_n = forced.block_n;
   }
   const bool two = shape.consumers == 2;
   // With clusters each block copies (and multicasts) half of B's rows. That pays where a block
@@ -425,19 +442,25 @@ struct WgmmaLauncher {
       const bool transposed = runs_transposed(p);
       const GemmParams& problem = transposed ? transposed_problem(p) : p;
       const WgmmaShape shape = choose_shape(problem);
-      return shape.consumers == 1 ? run_config<1>(problem, p, transposed, shape, stream)
-                                  : run_config<2>(problem, p, transposed, shape, stream);
+      if constexpr (!std::is_same_v<T, float>) {
+        if (shape.block_n == kWgmmaSmallBlockN) {
+          return run_config<1, kWgmmaSmallBlockN>(problem, p, transposed, shape, stream);
+        }
+      }
+      return shape.consumers == 1 ? run_config<1, kWgmmaBlockN>(problem, p, transposed, shape, stream)
+                                  : run_config<2, kWgmmaBlockN>(problem, p, transposed, shape, stream);
     }
   }
 
   // Repacks what TMA cannot read, encodes the tensor maps and launches the kernel with
-  // kConsumers consumer warpgroups (WgmmaConfig) for the operands' majors and the cluster choice.
+  // kConsumers consumer warpgroups and kMmaN-column tiles (WgmmaConfig) for the operands' majors
+  // and the cluster choice.
   // p is the product the kernel computes, caller the caller's, whose C the tensor map of C
   // follows (they differ where transposed: p is then caller's Cᵀ = Bᵀ·Aᵀ).
-  template <int kConsumers>
+  template <int kConsumers, int kMmaN>
   static cudaError_t run_config(const GemmParams& p, const GemmParams& caller, bool transposed,
                                 const WgmmaShape& shape, cudaStream_t stream) {
-    using Config = WgmmaConfig<T, kConsumers>;
+    using Config = WgmmaConfig<T, kConsumers, kMmaN>;
     const int64_t tiles_m = ceil_div(p.M, Config::kBlockM);
     const int64_t tiles_n = ceil_div(p.N, Config::kBlockN);
     if (p.M > INT_MAX || p.N > INT_MAX || p.K > INT_MAX || tiles_m * tiles_n * p.batch > INT_MAX) {
@@ -480,31 +503,32 @@ struct WgmmaLauncher {
       if (err != cudaSuccess) return err;
     }
     if (plan.row_sum.fused) wp.row_sum = sums;
-    const cudaError_t err = launch_product<kConsumers>(plan, map_a, map_b, map_c, wp, shape, stream);
+    const cudaError_t err =
+        launch_product<kConsumers, kMmaN>(plan, map_a, map_b, map_c, wp, shape, stream);
     if (err != cudaSuccess || p.row_sum == nullptr) return err;
     return launch_row_sum_finish(sums, static_cast<T*>(p.row_sum), stream);
   }
 
   // The kernel instantiated for the operands' majors (tf32's B is always K-major).
-  template <int kConsumers>
+  template <int kConsumers, int kMmaN>
   static cudaError_t launch_product(const WgmmaPlan& plan, const CUtensorMap& map_a,
                                     const CUtensorMap& map_b, const CUtensorMap& map_c,
                                     const WgmmaParams& wp, const WgmmaShape& shape,
                                     cudaStream_t stream) {
-    constexpr int C = kConsumers;
+    constexpr int C = kConsumers, N = kMmaN;
     if constexpr (std::is_same_v<T, float>) {
       return plan.a.k_major
-                 ? launch_layout<T, C, true, true>(map_a, map_b, map_c, wp, shape, stream)
-                 : launch_layout<T, C, false, true>(map_a, map_b, map_c, wp, shape, stream);
+                 ? launch_layout<T, C, N, true, true>(map_a, map_b, map_c, wp, shape, stream)
+                 : launch_layout<T, C, N, false, true>(map_a, map_b, map_c, wp, shape, stream);
     } else {
       if (plan.a.k_major) {
         return plan.b.k_major
-                   ? launch_layout<T, C, true, true>(map_a, map_b, map_c, wp, shape, stream)
-                   : launch_layout<T, C, true, false>(map_a, map_b, map_c, wp, shape, stream);
+                   ? launch_layout<T, C, N, true, true>(map_a, map_b, map_c, wp, shape, stream)
+                   : launch_layout<T, C, N, true, false>(map_a, map_b, map_c, wp, shape, stream);
       }
       return plan.b.k_major
-                 ? launch_layout<T, C, false, true>(map_a, map_b, map_c, wp, shape, stream)
-                 : launch_layout<T, C, false, false>(map_a, map_b, map_c, wp, shape, stream);
+                 ? launch_layout<T, C, N, false, true>(map_a, map_b, map_c, wp, shape, stream)
+                 : launch_layout<T, C, N, false, false>(map_a, map_b, map_c, wp, shape, stream);
     }
   }
 
