@@ -6,10 +6,11 @@
 // Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
 // memory, completing on mbarriers, so no thread computes an address or a bounds test in the main
 // loop (TMA zero-fills outside the matrix); two consumer warpgroups (one, on 64×256 tiles, for
-// shapes with few tiles) each issue one wgmma.m64n256 per 32 bytes of K, reading both operands
-// straight from shared memory (tf32: A through registers, to be rounded to nearest), with the
-// accumulators (128 floats a thread) in registers that setmaxnreg moves from producer to
-// consumers. Pairs of blocks form a cluster and share B through TMA multicast. The grid is persistent (one block per SM walking the tiles in
+// shapes with few tiles, or on 64×128 tiles for fewer still) each issue one wgmma.m64n256 (or
+// m64n128) per 32 bytes of K, reading both operands straight from shared memory (tf32: A through
+// registers, to be rounded to nearest), with the accumulators (128 floats a thread) in registers
+// that setmaxnreg moves from producer to consumers. Pairs of blocks form a cluster and share B
+// through TMA multicast. The grid is persistent (one block per SM walking the tiles in
 // L2-friendly groups), and C leaves through shared memory by TMA stores that run on while the
 // consumers start the next tile (16-bit C on 128×256 tiles is packed into registers first, and
 // its stores are issued during the next tile's first k-tiles). A bias is staged per tile by a

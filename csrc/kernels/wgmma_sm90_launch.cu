@@ -209,6 +209,12 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return encode;
 }
 
+// What a TMA load of an operand fetches into L2 at least: 128 bytes, one box row. 256 fetched
+// the next line too, which rows not starting on a line then straddle, for nothing (H200, bf16 NN,
+// tuner, against cuBLAS: 1000³ 0.861 -> 0.907, 1024³ 0.855 -> 0.865, 256×4096×4096 0.912 ->
+// 0.924; benchmarks/NOTES.md, session 11).
+constexpr CUtensorMapL2promotion kOperandL2Promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+
 // The 3-D tensor map of an operand: (K, X, batch) for a K-major one, copied in boxes of
 // (kBlockK, box_rows); (X, K, batch) for an MN-major one, in boxes of (kMNBox, kBlockK). Strides
 // of dimensions never stepped along (extent <= 1) are replaced by valid ones.
@@ -234,7 +240,7 @@ bool encode_operand_map(CUtensorMap* map, const OperandPlan& op, int box_rows,
   const cuuint32_t element_strides[3] = {1, 1, 1};
   return encode(map, type, 3, const_cast<void*>(op.ptr), dims, strides, box, element_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                kOperandL2Promotion,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;  // NONE: zeros outside
 }
 
@@ -375,15 +381,19 @@ WgmmaShape forced_shape() {
   return forced;
 }
 
-// The tile height, the K slices and the clusters of a product. The one-consumer 64×256 tiles where
+// The tile shape, the K slices and the clusters of a product. The one-consumer 64×256 tiles where
 // the 128×256 ones (over the batch) would not fill half the SMs, so that twice as many blocks work
-// (1000³ bf16: 32 tiles of 128×256, 64 of 64×256, on 132 SMs). Split-K where the tiles would
-// leave most SMs idle and K is long: two K slices a tile, on the taller tiles where their blocks
-// then fill more than half the SMs, else on the 64-row ones if they fit in one wave (H200, bf16
-// NN, tuner, against cuBLAS: 512×4096×4096 0.746 -> 0.885 with 128×256 tiles; 256×4096×4096
-// 0.635 -> 0.824, 777×555×3333 0.858 -> 1.035 with 64×256). Not below kSplitMinKTiles k-tiles:
-// the partials' exchange (~2 µs a block) and the first copies without multicast cost more than
-// halving the loop saves (1000³: 0.739 unsplit, 0.700 split).
+// (1000³ bf16: 32 tiles of 128×256, 64 of 64×256, on 132 SMs); 16-bit products take 64×128
+// tiles where those fit in one wave (1000³: 128 tiles; H200, bf16 NN, tuner, against cuBLAS:
+// 0.741 -> 0.901, 1024³ 0.658 -> 0.925, 1000²×2048 0.685 -> 0.904, 777×555×3333 1.03 -> 1.08).
+// Else split-K where the tiles would leave most SMs idle and K is long: two K slices a tile, on
+// the taller tiles where their blocks then fill more than half the SMs, else on the 64-row ones if
+// they fit in one wave (512×4096×4096 0.746 -> 0.885 with 128×256 tiles). Not below
+// kSplitMinKTiles k-tiles: the partials' exchange (~2 µs a block) and the first copies without
+// multicast cost more than halving the loop saves (1000³ on 64×256 tiles: 0.739 unsplit, 0.700
+// split), and not where 64×128 tiles fit: those measured faster than splitting 64×256 ones
+// (1024²×4096 0.853 against 0.819, 256×4096×4096 0.921 against 0.844, 16×4096×4096 0.851 against
+// 0.768).
 WgmmaShape choose_shape(const GemmParams& p) {
   constexpr int64_t kSplitMinKTiles = 32;
   const int64_t sms = current_sm_count();
@@ -391,23 +401,23 @@ WgmmaShape choose_shape(const GemmParams& p) {
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
   // Tiles over the batch (fewer than C's elements: no overflow).
   const int64_t wide = wide_m * tiles_n * p.batch, narrow = narrow_m * tiles_n * p.batch;
+  const int64_t small = narrow_m * ceil_div(p.N, kWgmmaSmallBlockN) * p.batch;  // 64×128 tiles
   WgmmaShape shape;
   shape.consumers = wide < sms / 2 ? 1 : 2;
+  // 16-bit products without fused row sums (row_sum's slices follow 256-column tiles) may take
+  // 64×128 tiles or split K.
   const bool can_split = p.dtype != DType::kFloat32 && p.row_sum == nullptr;
-  if (can_split && ceil_div(p.K, WgmmaConfig<__nv_bfloat16>::kBlockK) >= kSplitMinKTiles) {
+  if (can_split && shape.consumers == 1 && small <= sms) {
+    // 64×128 tiles where even the 64×256 ones would leave half the SMs idle and the 64×128 ones
+    // fit in one wave: twice the blocks draw operands from L2, which bounds these shapes' loops,
+    // and each has half the epilogue (benchmarks/NOTES.md, session 11).
+    shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
+  } else if (can_split && ceil_div(p.K, WgmmaConfig<__nv_bfloat16>::kBlockK) >= kSplitMinKTiles) {
     if (wide * kWgmmaSplitK <= sms && wide * kWgmmaSplitK * 2 > sms) {
       shape.consumers = 2, shape.split_k = kWgmmaSplitK;
     } else if (narrow * kWgmmaSplitK <= sms) {
       shape.consumers = 1, shape.split_k = kWgmmaSplitK;
     }
-  }
-  // 64×128 tiles where even the 64×256 ones, unsplit, would leave half the SMs idle and the
-  // 64×128 ones fit in one wave: twice the blocks pull operands from L2, which bounds these
-  // shapes' loops (benchmarks/NOTES.md, session 11).
-  const int64_t small =
-      narrow_m * ceil_div(p.N, kWgmmaSmallBlockN) * p.batch;
-  if (can_split && shape.consumers == 1 && shape.split_k == 1 && small <= sms) {
-    shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
   }
   const WgmmaShape forced = forced_shape();
   if (forced.consumers != 0) {
@@ -421,7 +431,9 @@ WgmmaShape choose_shape(const GemmParams& p) {
   // stages waiting on both blocks' copies cost more (H200, bf16, against cuBLAS: 2048³ 0.947
   // with, 0.981 without; 2048×2048×1024 0.91 / 0.98; 1024×4096×1024 0.92 / 0.98; 2048²×8192
   // 0.97 either way). On 64×256 tiles, whose B is 4/5 of the bytes copied, they pay even so
-  // (1000³ 0.745 with, 0.72 without).
+  // (1000³ 0.745 with, 0.72 without), and on 64×128 ones, B 2/3 (1000³ 0.901 / 0.808,
+  // 1000²×2048 0.904 / 0.782, 256×4096×4096 0.921 / 0.857; where they lose, at most ~1%: 1024³
+  // 0.925 / 0.918, 512×1024×1024 0.819 / 0.830, 1024²×4096 0.823 / 0.829).
   const bool one_wave_of_wide = two && wide <= sms;
   shape.clusters = shape.split_k == 1 && clusters_enabled() && (two ? wide_m : narrow_m) >= 2 &&
                    !one_wave_of_wide;
