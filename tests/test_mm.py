@@ -163,10 +163,11 @@ def check_wgmma_linear_bias(tag: str, dtype, layout: str, M: int, N: int, K: int
     assert_close_to_reference(out, x, w_t, bias)
 
 
-# wgmma_sm90 takes 64×256 tiles (one consumer warpgroup) where its 128×256 tiles would not fill
-# half the SMs, 128×256 otherwise: shapes on both sides of that line (on a 132-SM H100/H200:
-# 81, 72 and 90 tiles of 128×256, the 72 with C rows 16-byte aligned for the TMA-store epilogue;
-# then 12 and 12), single and batched, in every layout and dtype, and linear_tiled with a bias.
+# wgmma_sm90 takes 64-row tiles (one consumer warpgroup) where its 128×256 tiles would not fill
+# half the SMs, 128×256 otherwise: shapes on both sides of that line (on a 132-SM H100/H200: 81,
+# 72 and 90 tiles of 128×256, the 72 with C rows 16-byte aligned for the TMA-store epilogue; then
+# 12 and 12, which 16-bit products take as 64×128 tiles, float32 as 64×256), single and batched,
+# in every layout and dtype, and linear_tiled with a bias.
 WGMMA_TILE_SHAPES = [(1, 1100, 2100, 200), (1, 1024, 2304, 200), (3, 700, 1100, 96),
                      (1, 300, 1000, 130), (2, 200, 700, 300)]
 
@@ -202,14 +203,14 @@ def test_wgmma_small_tiles(dtype, layout):
         check_wgmma_linear_bias("wgmma_small_bias", dtype, layout, M, N, K)
 
 
-# wgmma_sm90 splits K in two (16-bit, K of at least 32 k-tiles, tiles leaving most SMs idle): the
-# two blocks of a cluster each take half of K and exchange their partial sums. On a 132-SM
-# H100/H200: 40 tiles of 128×256 (80 blocks, K of 33 k-tiles: slices of 17 and 16, C rows
-# 16-byte aligned: TMA stores, an edge tile in N); then 64×256 tiles: C rows of 1001 elements
-# (not 16-byte aligned: stored from registers), batched, one tile, a prime K. The sums are added
-# in a fixed order: the same bits every run.
-WGMMA_SPLIT_SHAPES = [(1, 1024, 1104, 2100), (1, 200, 1001, 2500), (2, 100, 300, 4096),
-                      (1, 64, 256, 2048), (1, 77, 515, 4099)]
+# wgmma_sm90 splits K in two (16-bit, K of at least 32 k-tiles, 128×256 tiles filling more than a
+# quarter and at most half of the SMs): the two blocks of a cluster each take half of K and
+# exchange their partial sums. On a 132-SM H100/H200: 40 tiles (K of 33 k-tiles: slices of 17 and
+# 16, C rows 16-byte aligned: TMA stores, an edge tile in N); C rows of 2001 elements (not 16-byte
+# aligned: stored from registers); batched; a prime K. The sums are added in a fixed order: the
+# same bits every run.
+WGMMA_SPLIT_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 384, 1024, 2048),
+                      (1, 700, 1800, 4099)]
 
 
 @requires_cuda
@@ -220,5 +221,5 @@ def test_wgmma_split_k(dtype, layout):
     for shape in WGMMA_SPLIT_SHAPES:
         out, run_again = check_wgmma_product("wgmma_split", dtype, layout, *shape)
         assert torch.equal(out, run_again())
-    for M, N, K in [(1024, 1104, 2100), (200, 1001, 2500)]:  # the bias enters through one slice
+    for M, N, K in [(1024, 1104, 2100), (1000, 2001, 2500)]:  # the bias enters through one slice
         check_wgmma_linear_bias("wgmma_split_bias", dtype, layout, M, N, K)

@@ -333,9 +333,10 @@ bool clusters_enabled() {
   return enabled;
 }
 
-// How a product is spread over the blocks: the tile height (kConsumers), pairs sharing B, or
-// kWgmmaSplitK slices of K per tile (split-K, 16-bit only; 4 slices measured slower everywhere:
-// clusters of 4 full-SM blocks do not all fit at once, and each block exchanges 3/4 of its sums).
+// How a product is spread over the blocks: the tile (kConsumers, kMmaN), pairs sharing B, or
+// kWgmmaSplitK slices of K per 128×256 tile (split-K, 16-bit only; 4 slices measured slower
+// everywhere: clusters of 4 full-SM blocks do not all fit at once, and each block exchanges 3/4 of
+// its sums).
 constexpr int kWgmmaSplitK = 2;
 struct WgmmaShape {
   int consumers = 2;
@@ -348,7 +349,7 @@ template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB>
 cudaError_t launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
                           const CUtensorMap& map_c, const WgmmaParams& wp, const WgmmaShape& shape,
                           cudaStream_t stream) {
-  if constexpr (!std::is_same_v<T, float> && kMmaN == kWgmmaBlockN) {
+  if constexpr (!std::is_same_v<T, float> && kConsumers == 2 && kMmaN == kWgmmaBlockN) {
     if (shape.split_k == kWgmmaSplitK) {
       return launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, kWgmmaSplitK>(
           map_a, map_b, map_c, wp, stream);
@@ -361,9 +362,9 @@ cudaError_t launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
 }
 
 // TORCH_GEMM_WGMMA_SHAPE=CxS[xN] forces C consumer warpgroups (1: 64-row tiles, 2: 128-row), S
-// slices of K (1 or 2; 16-bit only, not with row sums) and N columns a tile (256, or 128 with
-// 1x1, 16-bit only, not with row sums), for comparison; unset, the launcher chooses. Read once per
-// process.
+// slices of K (1, or 2 with 2x2) and N columns a tile (256, or 128 with 1x1), for comparison;
+// split K and 128 columns take 16-bit products without row sums. Unset, the launcher chooses.
+// Read once per process.
 WgmmaShape forced_shape() {
   static const WgmmaShape forced = [] {
     WgmmaShape shape{0, static_cast<int>(kWgmmaBlockN), false, 0};
@@ -372,8 +373,9 @@ WgmmaShape forced_shape() {
     const int fields =
         env == nullptr ? 0 : std::sscanf(env, "%dx%dx%d", &consumers, &split_k, &block_n);
     const bool small = block_n == kWgmmaSmallBlockN && consumers == 1 && split_k == 1;
-    if (fields >= 2 && (consumers == 1 || consumers == 2) &&
-        (split_k == 1 || split_k == kWgmmaSplitK) && (block_n == kWgmmaBlockN || small)) {
+    const bool split = split_k == kWgmmaSplitK && consumers == 2 && block_n == kWgmmaBlockN;
+    if (fields >= 2 && (consumers == 1 || consumers == 2) && (split_k == 1 || split) &&
+        (block_n == kWgmmaBlockN || small)) {
       shape.consumers = consumers, shape.split_k = split_k, shape.block_n = block_n;
     }
     return shape;
@@ -386,13 +388,13 @@ WgmmaShape forced_shape() {
 // (1000³ bf16: 32 tiles of 128×256, 64 of 64×256, on 132 SMs); 16-bit products take 64×128
 // tiles where those fit in one wave (1000³: 128 tiles; H200, bf16 NN, tuner, against cuBLAS:
 // 0.741 -> 0.901, 1024³ 0.658 -> 0.925, 1000²×2048 0.685 -> 0.904, 777×555×3333 1.03 -> 1.08).
-// Else split-K where the tiles would leave most SMs idle and K is long: two K slices a tile, on
-// the taller tiles where their blocks then fill more than half the SMs, else on the 64-row ones if
-// they fit in one wave (512×4096×4096 0.746 -> 0.885 with 128×256 tiles). Not below
-// kSplitMinKTiles k-tiles: the partials' exchange (~2 µs a block) and the first copies without
-// multicast cost more than halving the loop saves (1000³ on 64×256 tiles: 0.739 unsplit, 0.700
-// split), and not where 64×128 tiles fit: those measured faster than splitting 64×256 ones
-// (1024²×4096 0.853 against 0.819, 256×4096×4096 0.921 against 0.844, 16×4096×4096 0.851 against
+// Else split-K where the tiles would leave most SMs idle and K is long: two K slices of each
+// 128×256 tile where their blocks then fill more than half the SMs and fit in one wave
+// (512×4096×4096 0.746 -> 0.885). Not below kSplitMinKTiles k-tiles: the partials' exchange
+// (~2 µs a block) and the first copies without multicast cost more than halving the loop saves
+// (1000³ on 64×256 tiles: 0.739 unsplit, 0.700 split). The 64×256 tiles are never split: wherever
+// twice their count fits in one wave so do the 64×128 tiles, which measured faster (1024²×4096
+// 0.853 against 0.819 split, 256×4096×4096 0.921 against 0.844, 16×4096×4096 0.851 against
 // 0.768).
 WgmmaShape choose_shape(const GemmParams& p) {
   constexpr int64_t kSplitMinKTiles = 32;
@@ -400,7 +402,7 @@ WgmmaShape choose_shape(const GemmParams& p) {
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
   // Tiles over the batch (fewer than C's elements: no overflow).
-  const int64_t wide = wide_m * tiles_n * p.batch, narrow = narrow_m * tiles_n * p.batch;
+  const int64_t wide = wide_m * tiles_n * p.batch;
   const int64_t small = narrow_m * ceil_div(p.N, kWgmmaSmallBlockN) * p.batch;  // 64×128 tiles
   WgmmaShape shape;
   shape.consumers = wide < sms / 2 ? 1 : 2;
@@ -412,12 +414,9 @@ WgmmaShape choose_shape(const GemmParams& p) {
     // fit in one wave: twice the blocks draw operands from L2, which bounds these shapes' loops,
     // and each has half the epilogue (benchmarks/NOTES.md, session 11).
     shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
-  } else if (can_split && ceil_div(p.K, WgmmaConfig<__nv_bfloat16>::kBlockK) >= kSplitMinKTiles) {
-    if (wide * kWgmmaSplitK <= sms && wide * kWgmmaSplitK * 2 > sms) {
-      shape.consumers = 2, shape.split_k = kWgmmaSplitK;
-    } else if (narrow * kWgmmaSplitK <= sms) {
-      shape.consumers = 1, shape.split_k = kWgmmaSplitK;
-    }
+  } else if (can_split && ceil_div(p.K, WgmmaConfig<__nv_bfloat16>::kBlockK) >= kSplitMinKTiles &&
+             wide * kWgmmaSplitK <= sms && wide * kWgmmaSplitK * 2 > sms) {
+    shape.consumers = 2, shape.split_k = kWgmmaSplitK;
   }
   const WgmmaShape forced = forced_shape();
   if (forced.consumers != 0) {
