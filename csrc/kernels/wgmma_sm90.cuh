@@ -1,7 +1,7 @@
 // Rung 7, wgmma_sm90: Hopper's warpgroup MMA fed by the tensor-memory accelerator, for bf16/fp16
-// and for fp32 as tf32. Measured on an H200 (record, 7920c3f): 714 TFLOP/s at 4096³ bf16 NN
-// (torch.mm 721 in the same run, 0.989), 8192³ 1.018, 2048³ 0.98, 4095³ 3.23, 1000³ 0.76,
-// 256×4096×4096 0.84 (split K); tf32 NN 4096³ 0.979 (9534ee5).
+// and for fp32 as tf32. Measured on an H200 (record, c11ebf2): 730 TFLOP/s at 4096³ bf16 NN
+// (torch.mm 737 in the same run, 0.991), 8192³ 1.023, 2048³ 0.98, 4095³ 3.19, 1000³ 0.90
+// (64×128 tiles), 512×4096×4096 0.88 (split K); tf32 NN 4096³ 0.979 (9534ee5).
 //
 // Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
 // memory, completing on mbarriers, so no thread computes an address or a bounds test in the main
