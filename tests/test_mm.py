@@ -192,17 +192,6 @@ WGMMA_SMALL_SHAPES = [(1, 1000, 1000, 1000), (1, 1000, 1001, 67), (2, 200, 700, 
                       (1, 64, 100, 1), (1, 130, 250, 127)]
 
 
-@requires_cuda
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_wgmma_small_tiles(dtype, layout):
-    skip_unless_wgmma()
-    for shape in WGMMA_SMALL_SHAPES:
-        check_wgmma_product("wgmma_small", dtype, layout, *shape)
-    for M, N, K in [(1000, 1000, 1000), (130, 250, 127)]:  # the bias in both epilogues
-        check_wgmma_linear_bias("wgmma_small_bias", dtype, layout, M, N, K)
-
-
 # wgmma_sm90 splits K in two (16-bit, K of at least 32 k-tiles, 128×256 tiles filling more than a
 # quarter and at most half of the SMs): the two blocks of a cluster each take half of K and
 # exchange their partial sums. On a 132-SM H100/H200: 40 tiles (K of 33 k-tiles: slices of 17 and
@@ -213,13 +202,24 @@ WGMMA_SPLIT_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 384, 102
                       (1, 700, 1800, 4099)]
 
 
+# Per 16-bit path: its shapes, and the linear_tiled shapes for a bias (64×128: in both epilogues;
+# split K: the bias enters through one slice).
+WGMMA_SIXTEEN_BIT_PATHS = {
+    "small_tiles": (WGMMA_SMALL_SHAPES, [(1000, 1000, 1000), (130, 250, 127)]),
+    "split_k": (WGMMA_SPLIT_SHAPES, [(1024, 1104, 2100), (1000, 2001, 2500)]),
+}
+
+
 @requires_cuda
+@pytest.mark.parametrize("path", list(WGMMA_SIXTEEN_BIT_PATHS))
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_wgmma_split_k(dtype, layout):
+def test_wgmma_sixteen_bit_paths(path, dtype, layout):
+    """The 64×128 tiles and split K; both without atomics, so a second run gives the same bits."""
     skip_unless_wgmma()
-    for shape in WGMMA_SPLIT_SHAPES:
-        out, run_again = check_wgmma_product("wgmma_split", dtype, layout, *shape)
+    shapes, bias_shapes = WGMMA_SIXTEEN_BIT_PATHS[path]
+    for shape in shapes:
+        out, run_again = check_wgmma_product(f"wgmma_{path}", dtype, layout, *shape)
         assert torch.equal(out, run_again())
-    for M, N, K in [(1024, 1104, 2100), (1000, 2001, 2500)]:  # the bias enters through one slice
-        check_wgmma_linear_bias("wgmma_split_bias", dtype, layout, M, N, K)
+    for M, N, K in bias_shapes:
+        check_wgmma_linear_bias(f"wgmma_{path}_bias", dtype, layout, M, N, K)
