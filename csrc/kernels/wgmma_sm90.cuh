@@ -8,8 +8,8 @@
 // loop (TMA zero-fills outside the matrix); two consumer warpgroups (one, on 64×256 tiles, for
 // shapes with few tiles, or on 64×128 tiles for fewer still) each issue one wgmma.m64n256 (or
 // m64n128) per 32 bytes of K, reading both operands straight from shared memory (tf32: A through
-// registers, to be rounded to nearest), with the accumulators (128 floats a thread) in registers
-// that setmaxnreg moves from producer to consumers. Pairs of blocks form a cluster and share B
+// registers, to be rounded to nearest), with the accumulators (128 floats a thread, 64 on 64×128
+// tiles) in registers that setmaxnreg moves from producer to consumers. Pairs of blocks form a cluster and share B
 // through TMA multicast. The grid is persistent (one block per SM walking the tiles in
 // L2-friendly groups), and C leaves through shared memory by TMA stores that run on while the
 // consumers start the next tile (16-bit C on 128×256 tiles is packed into registers first, and
@@ -657,10 +657,10 @@ __device__ __forceinline__ void store_round(const CUtensorMap* map_c, uint32_t r
 // chunks, chunk c of consumer thread t at (c · threads + t) · 16, so that both the remote stores
 // and the owner's loads run through all banks. Ends with d holding the sums in the owned columns.
 template <typename Config, int kSplitK>
-__device__ __forceinline__ void reduce_split(float (&d)[128], unsigned char* exchange,
-                                             uint32_t split) {
+__device__ __forceinline__ void reduce_split(float (&d)[Config::kAccumulators],
+                                             unsigned char* exchange, uint32_t split) {
   constexpr int kThreads = Config::kConsumers * Config::kWarpgroupThreads;
-  constexpr int kOwned = 128 / kSplitK;  // accumulators a thread sends to each owner
+  constexpr int kOwned = Config::kAccumulators / kSplitK;  // sent to each owner, a thread
   constexpr int kChunks = kOwned / 4;
   constexpr uint32_t kChunkStride = kThreads * 16;
   constexpr uint32_t kSlotBytes = kChunks * kChunkStride;
@@ -1103,6 +1103,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         } else {
           constexpr int kOwnedBoxes = Config::kBoxesPerTile / kSplitK;
           pack_tile<T>(d, packed);
+          // Unrolled over the owners so that packed is indexed with constants (as in
+          // store_pending_rounds).
 #pragma unroll
           for (int owner = 0; owner < kSplitK; ++owner) {
             if (owner != static_cast<int>(split)) continue;

@@ -52,9 +52,10 @@ int current_sm() {
 // - under 48 output tiles: smem32 (7.15 vs 3.42 at 64x4096x4096, ~6.3 vs ~3.3 at 512^3), while
 //   from 64 tiles on warptile wins (13.6 vs 7.3 at 256x4096x4096, 12.4 vs 7.3 at 1000^3).
 // bf16/fp16: the tensor cores, wgmma on sm_90 (in builds with sm_90a code) at every shape, since
-// its launcher splits K where its tiles are few (H200, bf16, against mma_sm80: 4096^3 674 against
-// 397 TFLOP/s; 16x4096x4096 21.9 against 12.7, 128x4096x14336 248 against 118, 777x555x3333 70.9
-// against 18.0, 1023x1025x1027 70 against 35.5), mma.sync on other GPUs from sm_80.
+// its launcher takes smaller tiles or splits K where its tiles are few (H200, bf16, against
+// mma_sm80: 4096^3 674 against 397 TFLOP/s; 16x4096x4096 21.9 against 12.7, 128x4096x14336 248
+// against 118, 777x555x3333 70.9 against 18.0, 1023x1025x1027 70 against 35.5), mma.sync on other
+// GPUs from sm_80.
 // fp32 where torch allows TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile
 // (there is no mma.sync tf32 rung to fall back to, and the CUDA cores ran 1024^3 at 28.8 TFLOP/s
 // against torch's 130); otherwise (decode shapes, other GPUs, TF32 not allowed) the CUDA cores.
