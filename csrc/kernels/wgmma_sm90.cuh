@@ -203,10 +203,17 @@ __device__ __forceinline__ uint32_t cluster_rank() {
   return rank;
 }
 
-// Every thread of every block of the cluster: barriers initialized before any peer arrives on
-// them, and no block leaves while a peer may still write its shared memory.
+// Every thread of every block of the cluster (reduce_split's exchange): the release orders this
+// thread's earlier stores, at a price: it compiles to MEMBAR.ALL.GPU.
 __device__ __forceinline__ void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+
+// The same arrival, ordering nothing: where what the peers need ordered is already released (the
+// barriers' initialization, by fence.mbarrier_init). At a block's start the release form cost
+// ~900 cycles (its MEMBAR.ALL.GPU), ~7% of a 1024³ block (benchmarks/NOTES.md, session 12).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
 
 __device__ __forceinline__ void cluster_wait() {
@@ -785,17 +792,19 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   if (!has_bias) {
     for (int i = threadIdx.x; i < Config::kBlockN; i += Config::kThreads) sBias[i] = 0.0f;
   }
-  // Split-K blocks touch their peers' shared memory only after a cluster barrier (reduce_split).
-  if constexpr (kClusterM > 1) {
-    cluster_sync();
-  } else {
-    __syncthreads();
-  }
+  // This block's threads see the initialized barriers and the zero row. A pair's peer sees the
+  // barriers (released by the fence) once it has waited on the cluster barrier, which each thread
+  // does just before it first reaches into the peer (a multicast, a remote arrival), so that the
+  // barrier's latency passes under the roles' setup. Split-K blocks touch their peers' shared
+  // memory only after the cluster barriers of reduce_split.
+  __syncthreads();
+  if constexpr (kClusterM > 1) cluster_arrive_relaxed();
 
   if (warpgroup == 0) {
     // Producer. One thread issues every copy; the others give their registers away, warp 1
     // stages the bias, and two warps sum A's rows where mm_tiled_row_sum asks for them.
     setmaxnreg_dec<Config::kProducerRegs>();
+    if constexpr (kClusterM > 1) cluster_wait();
     if (threadIdx.x == 0) {
       // Per stage: all of this block's A, and all of B (1/kClusterM from each block).
       constexpr uint32_t kStageBytes = Config::kStageBytesA + Config::kStageBytesB;
@@ -847,6 +856,16 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
       }
+      // The peer's consumers arrive on this block's empty barriers until their last k-tile, so the
+      // block stays until every stage's last release has come: then no arrival reaches it after
+      // it exits, and every multicast into it has landed (its consumers waited for them). This
+      // replaces a cluster barrier at the exit, whose release form cost ~700 cycles a block.
+      if constexpr (kClusterM > 1) {
+        for (int s = 0; s < kStages; ++s) {
+          mbarrier_wait(&empty[stage], phase ^ 1);
+          if (++stage == kStages) stage = 0, phase ^= 1;
+        }
+      }
     } else if (has_bias && threadIdx.x / 32 == 1) {
       // Each tile's bias row, read from global memory before the previous tile's consumers have
       // let go of the row in shared memory (so the reads' latency passes under that tile).
@@ -890,11 +909,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         }
       }
     }
-    __syncwarp();  // warp 0 reconverges before the cluster barrier, which needs whole warps
-    // Its copies' last remote effects are the multicasts, which the peers wait for themselves.
-    if constexpr (kClusterM > 1) cluster_arrive();
     // The consumers' two barriers of reduce_split (one tile a cluster).
     if constexpr (kSplitK > 1) {
+      __syncwarp();  // warp 0 reconverges first: the cluster barrier needs whole warps
       cluster_sync();
       cluster_sync();
     }
@@ -1020,7 +1037,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     // tile began with them). Past the last turn the origin is unused.
     int z, m0, n0;
     tile_origin<Config, kClusterM>(p, first_turn, rank, &z, &m0, &n0);
-    if (kClusterM > 1 && first_turn >= turns) cluster_arrive();  // no tile (not in the launcher's grids)
+    // Before the first release, which may arrive on the peer's barriers.
+    if constexpr (kClusterM > 1) cluster_wait();
     for (int t = first_turn; t < turns; t += turn_step) {
       int next_z = 0, next_m0 = 0, next_n0 = 0;
       const auto prepare_next_tile = [&] {
@@ -1085,10 +1103,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       wgmma_wait<0>();
       fence_accumulators(d);
       if (previous >= 0) release(previous);
-      // After the last tile's last release, this warpgroup touches no peer: it arrives on the
-      // exit barrier now, so that the wait at the end overlaps the epilogue (it cost ~0.5 µs a
-      // block where it followed it, 1000³).
-      if (kClusterM > 1 && t + turn_step >= turns) cluster_arrive();
       // The previous tile's rounds that its k-tiles were too few to carry.
       if (pending) store_pending_rounds(k_end - k_begin, kRounds);
       pending = false;
@@ -1148,8 +1162,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     // wait (the grid's completion includes them), which cost ~0.7 µs a block (1000³).
     if (leader) bulk_wait_read<0>();
   }
-  // A block of a cluster stays until its peers no longer arrive on its barriers.
-  if constexpr (kClusterM > 1) cluster_wait();
 #endif
 }
 
