@@ -284,6 +284,11 @@ __device__ __forceinline__ void bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
 }
 
+// Fetches a tensor map's descriptor (a __grid_constant__ parameter) ahead of its first copy.
+__device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
 // Makes this thread's ordinary shared-memory stores visible to the TMA unit (the async proxy).
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -778,7 +783,18 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   // The bias enters once, through the first slice's partials.
   const bool has_bias = p.bias != nullptr && split == 0;
 
+  // The producer's first copies wait on three things at a block's start, each from cold caches:
+  // the barriers, the first tile's origin (integer divisions) and the tensor maps' descriptors.
+  // Warp 1 initializes the barriers while thread 0 works out the origin and has the descriptors
+  // fetched (benchmarks/NOTES.md, session 12).
+  int first_z = 0, first_m0 = 0, first_n0 = 0;
   if (threadIdx.x == 0) {
+    prefetch_tensormap(&map_a);
+    prefetch_tensormap(&map_b);
+    if (p.tma_store) prefetch_tensormap(&map_c);
+    tile_origin<Config, kClusterM>(p, first_turn, rank, &first_z, &first_m0, &first_n0);
+  }
+  if (threadIdx.x == 32) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&full[s], 1);  // the producer's expect_tx arrival
       // One arrival per consumer warpgroup of every block the stage's multicasts reach.
@@ -813,9 +829,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       const int slice = static_cast<int>(rank) * kSliceN;
       int stage = 0;
       uint32_t phase = 0;
+      int z = first_z, m0 = first_m0, n0 = first_n0;
       for (int t = first_turn; t < turns; t += turn_step) {
-        int z, m0, n0;
-        tile_origin<Config, kClusterM>(p, t, rank, &z, &m0, &n0);
         for (int kt = k_begin; kt < k_end; ++kt) {
           // Every consumer this stage's copies reach is done with it.
           mbarrier_wait(&empty[stage], phase ^ 1);
@@ -855,6 +870,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
           }
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
+        // The next tile's origin, while this one's last copies land (past the last turn, unused).
+        tile_origin<Config, kClusterM>(p, t + turn_step, rank, &z, &m0, &n0);
       }
       // The peer's consumers arrive on this block's empty barriers until their last k-tile, so the
       // block stays until every stage's last release has come: then no arrival reaches it after
