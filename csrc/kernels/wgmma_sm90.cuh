@@ -809,10 +809,11 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     for (int i = threadIdx.x; i < Config::kBlockN; i += Config::kThreads) sBias[i] = 0.0f;
   }
   // This block's threads see the initialized barriers and the zero row. A pair's peer sees the
-  // barriers (released by the fence) once it has waited on the cluster barrier, which each thread
-  // does just before it first reaches into the peer (a multicast, a remote arrival), so that the
-  // barrier's latency passes under the roles' setup. Split-K blocks touch their peers' shared
-  // memory only after the cluster barriers of reduce_split.
+  // barriers (released by the fence) once it has waited on the cluster barrier. Every thread
+  // waits once, late: the producer warpgroup after setmaxnreg (before the first multicast), the
+  // consumers before their tile loop (before their first remote arrival), so that the barrier's
+  // latency passes under the roles' setup. Split-K blocks touch their peers' shared memory only
+  // after the cluster barriers of reduce_split.
   __syncthreads();
   if constexpr (kClusterM > 1) cluster_arrive_relaxed();
 
@@ -876,7 +877,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       // The peer's consumers arrive on this block's empty barriers until their last k-tile, so the
       // block stays until every stage's last release has come: then no arrival reaches it after
       // it exits, and every multicast into it has landed (its consumers waited for them). This
-      // replaces a cluster barrier at the exit, whose release form cost ~700 cycles a block.
+      // replaces a cluster barrier at the exit, whose release form cost ~700 cycles a block. It
+      // relies on both blocks of a pair walking the same turns and k-tiles (both follow
+      // first_turn, turn_step and the whole of K): a schedule that differed by rank would need
+      // the barrier back.
       if constexpr (kClusterM > 1) {
         for (int s = 0; s < kStages; ++s) {
           mbarrier_wait(&empty[stage], phase ^ 1);
