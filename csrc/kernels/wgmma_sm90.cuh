@@ -9,13 +9,14 @@
 // shapes with few tiles, or on 64×128 tiles for fewer still) each issue one wgmma.m64n256 (or
 // m64n128) per 32 bytes of K, reading both operands straight from shared memory (tf32: A through
 // registers, to be rounded to nearest), with the accumulators (128 floats a thread, 64 on 64×128
-// tiles) in registers that setmaxnreg moves from producer to consumers. Pairs of blocks form a cluster and share B
-// through TMA multicast. The grid is persistent (one block per SM walking the tiles in
-// L2-friendly groups), and C leaves through shared memory by TMA stores that run on while the
-// consumers start the next tile (16-bit C on 128×256 tiles is packed into registers first, and
-// its stores are issued during the next tile's first k-tiles). A bias is staged per tile by a
-// producer warp and the accumulators start from it. Where the tiles are too few for the SMs and
-// K is long, a pair of blocks splits each tile's K and adds the partial sums (reduce_split).
+// tiles) in registers that setmaxnreg moves from producer to consumers. Pairs of blocks form a
+// cluster and share B through TMA multicast. The grid is persistent (one block per SM walking
+// the tiles in L2-friendly groups), and C leaves through shared memory by TMA stores that run on
+// while the consumers start the next tile (16-bit C on 128×256 tiles is packed into registers
+// first, and its stores are issued during the next tile's first k-tiles). A bias is staged per
+// tile by a producer warp and the accumulators start from it. Where the tiles are too few for the
+// SMs and K is long, a pair of blocks splits each tile's K and adds the partial sums
+// (reduce_split).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a type only: the driver is reached through the runtime)
@@ -105,8 +106,8 @@ struct WgmmaConfig {
       (kConsumers * kBoxBytes);
   static constexpr int kEpilogueBoxes = kFreeBoxes < kBoxesPerTile ? kFreeBoxes : kBoxesPerTile;
   // Stages, then the epilogue boxes (each 1024-byte aligned, the swizzle atom), then the
-  // 2·kStages + 2 mbarriers, then the bias row; plus slack to align the dynamic shared memory base up
-  // to 1024.
+  // 2·kStages + 2 mbarriers, then the bias row; plus slack to align the dynamic shared memory base
+  // up to 1024.
   static constexpr int kEpilogueBytes = kConsumers * kEpilogueBoxes * kBoxBytes;
   static constexpr int kSmemBytes =
       kPipelineBytes + kEpilogueBytes + kBarrierBytes + kBiasBytes + kSwizzleAtomBytes;
@@ -182,19 +183,21 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
+// The address of the same shared-memory offset in CTA `rank` of this block's cluster.
+__device__ __forceinline__ uint32_t cluster_address(uint32_t addr, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  return remote;
+}
+
 // Arrives on the barrier at the same shared-memory offset in CTA `rank` of this block's cluster.
 // Default (CTA-scope) semantics: what the arrival orders, this warpgroup's wgmma reads of the
 // stage, is already complete (wgmma.wait_group), and a .release.cluster arrival compiles to a
 // MEMBAR.ALL.GPU before it, which stalled every k-tile (422 against 674 TFLOP/s at 4096³).
 __device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t* bar, uint32_t rank) {
-  asm volatile(
-      "{\n"
-      ".reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
-      "}\n" ::"r"(smem_u32(bar)),
-      "r"(rank)
-      : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(
+                   cluster_address(smem_u32(bar), rank))
+               : "memory");
 }
 
 __device__ __forceinline__ uint32_t cluster_rank() {
@@ -223,13 +226,6 @@ __device__ __forceinline__ void cluster_wait() {
 __device__ __forceinline__ void cluster_sync() {
   cluster_arrive();
   cluster_wait();
-}
-
-// The address of the same shared-memory offset in CTA `rank` of this block's cluster.
-__device__ __forceinline__ uint32_t cluster_address(uint32_t addr, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-  return remote;
 }
 
 // 16 bytes into a peer's shared memory (an address from cluster_address).
@@ -494,8 +490,8 @@ __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
 }
 
 // Writes one consumer's 64×kMmaN accumulators to C straight from registers, edges masked: the
-// path for a C that TMA cannot address.
-// With kSplitK > 1, only the columns this block owns (split_owns).
+// path for a C that TMA cannot address. With kSplitK > 1, only the columns block `split` owns
+// (reduce_split's).
 template <typename Config, typename T, bool kPermuted, int kSplitK = 1>
 __device__ __forceinline__ void store_accumulators(const WgmmaParams& p,
                                                    const float (&d)[Config::kAccumulators], int z,
@@ -537,7 +533,8 @@ __device__ __forceinline__ void store_accumulators(const WgmmaParams& p,
 // layout: packed[2j + h] holds columns 8j + 2(l%4) and the next, of row l/4 + 8h. In half the
 // registers of the accumulators, it can wait there while the next tile's wgmmas run.
 template <typename T, int kCount>
-__device__ __forceinline__ void pack_tile(const float (&d)[kCount], uint32_t (&packed)[kCount / 2]) {
+__device__ __forceinline__ void pack_tile(const float (&d)[kCount],
+                                          uint32_t (&packed)[kCount / 2]) {
 #pragma unroll
   for (int j = 0; j < kCount / 4; ++j) {
     packed[2 * j] = pack_pair<T>(d[4 * j], d[4 * j + 1]);
@@ -630,7 +627,8 @@ __device__ __forceinline__ void fill_box_fp32_transposed(const float (&d)[128], 
 // previous round's stores have read it; a round's waits, fence and barriers cost as much as its
 // fills, so a whole ring goes per round. The tile is kBoxesPerTile / kEpilogueBoxes rounds.
 // kTransposed: the boxes are fill_box_fp32_transposed's, stored into the caller's C.
-// kRing: boxes a round, the whole ring unless fewer are asked for (split-K: the boxes a block owns).
+// kRing: boxes a round, the whole ring unless fewer are asked for (split-K: the boxes a block
+// owns).
 template <typename Config, bool kTransposed = false, int kRing = Config::kEpilogueBoxes,
           typename Fill>
 __device__ __forceinline__ void store_round(const CUtensorMap* map_c, uint32_t ring_addr,
@@ -641,7 +639,9 @@ __device__ __forceinline__ void store_round(const CUtensorMap* map_c, uint32_t r
   if (leader) bulk_wait_read<0>();
   warpgroup_sync(consumer);  // the ring's previous stores have read it
 #pragma unroll
-  for (int slot = 0; slot < kRing; ++slot) fill(round * kRing + slot, ring_addr + slot * Config::kBoxBytes);
+  for (int slot = 0; slot < kRing; ++slot) {
+    fill(round * kRing + slot, ring_addr + slot * Config::kBoxBytes);
+  }
   fence_proxy_async();
   warpgroup_sync(consumer);  // the ring is written, and visible to the TMA unit
   if (leader) {
@@ -1038,7 +1038,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                        (((m % Config::kMNBox / 4) ^ (k % 8)) << 4) + m % 4 * 4;
             }
             float x;
-            asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(smem_u32(a) + offset) : "memory");
+            asm volatile("ld.shared.f32 %0, [%1];"
+                         : "=f"(x)
+                         : "r"(smem_u32(a) + offset)
+                         : "memory");
             frag[kk][i] = __float_as_uint(round_to_tf32(x));
           }
         }
@@ -1145,7 +1148,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
             if (owner != static_cast<int>(split)) continue;
             store_round<Config, false, kOwnedBoxes>(
                 &map_c, ring_addr, ring, consumer, leader, owner, z, row0, n0,
-                [&](int box, uint32_t box_addr) { fill_box_packed<Config>(packed, box, box_addr); });
+                [&](int box, uint32_t box_addr) {
+                  fill_box_packed<Config>(packed, box, box_addr);
+                });
           }
         }
       } else if (!p.tma_store) {
