@@ -76,10 +76,10 @@ struct WgmmaConfig {
   // compiled at 232 registers for all 256 threads (59392), so the consumer's increase is a no-op.
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
-  // Tile rows per rasterization group (L2 reuse). The 66 pairs of 128×256 tiles resident at once
-  // then cover 16 tile rows × ~8 tile columns, 2048 rows of A and 2048 columns of B, which of the
-  // shapes a wave can take reads the fewest operand bytes (8: ~1024 × 4224, ~25% more); measured
-  // +0.5-0.7% at 4096³ and 8192×4096×4096 against 8 (benchmarks/NOTES.md, session 13).
+  // Tile rows per rasterization group (L2 reuse). The 64–66 pairs of 128×256 tiles resident at
+  // once then cover 16 tile rows × ~8 tile columns, ~2048 rows of A and ~2048 columns of B, which
+  // of the shapes a wave can take reads the fewest operand bytes (8: ~1024 × 4224, ~25% more);
+  // measured +0.5-0.7% at 4096³ and 8192×4096×4096 against 8 (benchmarks/NOTES.md, session 13).
   static constexpr int kGroupM = 16;
   // An MN-major operand (16-bit, or tf32's A, which passes through registers: the tf32 wgmma
   // reads B K-major only) is copied as boxes of (kBlockK rows of K) × (kMNBox along M or N): one
