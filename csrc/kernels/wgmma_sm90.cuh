@@ -313,15 +313,22 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t
 // offset is the 1024 bytes between groups of 8 rows and the leading one is unused; for an MN-major
 // tile (rows of 64 M or N, one per k) the stride offset is the 1024 bytes between groups of 8 k
 // and the leading one the distance between 64-element boxes along M or N.
+// Split in two words: the high one (stride offset, swizzle) is a constant of the tile's layout;
+// the low one (start address, leading offset) moves with the tile, by the tile's offset in 16-byte
+// units, which stays within the 14-bit address field (shared memory ends below 2^18 bytes).
+__host__ __device__ constexpr uint64_t smem_descriptor_high(uint32_t stride_bytes) {
+  constexpr uint64_t kSwizzle128B = 1;
+  return static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32 | kSwizzle128B << 62;
+}
+
+__device__ __forceinline__ uint32_t smem_descriptor_low(const void* tile, uint32_t leading_bytes) {
+  constexpr uint32_t kField = 0x3FFF;  // 14-bit fields of 16-byte units
+  return ((smem_u32(tile) >> 4) & kField) | ((leading_bytes >> 4) & kField) << 16;
+}
+
 __device__ __forceinline__ uint64_t smem_descriptor(const void* tile, uint32_t leading_bytes,
                                                     uint32_t stride_bytes) {
-  constexpr uint64_t kSwizzle128B = 1;
-  constexpr uint32_t kField = 0x3FFF;  // 14-bit fields of 16-byte units
-  uint64_t desc = (smem_u32(tile) >> 4) & kField;
-  desc |= static_cast<uint64_t>((leading_bytes >> 4) & kField) << 16;
-  desc |= static_cast<uint64_t>((stride_bytes >> 4) & kField) << 32;
-  desc |= kSwizzle128B << 62;
-  return desc;
+  return smem_descriptor_high(stride_bytes) | smem_descriptor_low(tile, leading_bytes);
 }
 
 // Orders this warpgroup's register accesses before the wgmmas that follow (required before the
@@ -1063,6 +1070,14 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     // The tile's origin, and the next one's: computed while the first k-tile's wgmmas run, its
     // integer divisions stall no warp between tiles (they did, ~650 cycles per tile, when each
     // tile began with them). Past the last turn the origin is unused.
+    // 16-bit operands: each wgmma's descriptors are stage 0's low words plus offsets. Computed
+    // once, and held in registers (the empty asm) so that the compiler does not redo the address
+    // arithmetic per wgmma: with it the k-loop executes ~25% fewer instructions (ncu) and the
+    // large shapes ran +0.4-0.6% (benchmarks/NOTES.md, session 14).
+    constexpr uint64_t kDescHigh = smem_descriptor_high(Config::kSwizzleAtomBytes);
+    uint32_t desc_a0 = smem_descriptor_low(sA + consumer_offset_a, kLeadingA);
+    uint32_t desc_b0 = smem_descriptor_low(sB, kLeadingB);
+    asm volatile("" : "+r"(desc_a0), "+r"(desc_b0));
     int z, m0, n0;
     tile_origin<Config, kClusterM>(p, first_turn, rank, &z, &m0, &n0);
     // Before the first release, which may arrive on the peer's barriers.
@@ -1092,9 +1107,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       int previous = -1;
       for (int kt = k_begin; kt < k_end; ++kt) {
         mbarrier_wait(&full[stage], phase);
-        const unsigned char* a = sA + stage * Config::kStageBytesA + consumer_offset_a;
-        const unsigned char* b = sB + stage * Config::kStageBytesB;
         if constexpr (Config::kTf32) {
+          const unsigned char* a = sA + stage * Config::kStageBytesA + consumer_offset_a;
+          const unsigned char* b = sB + stage * Config::kStageBytesB;
           // A passes through registers to be rounded to tf32 (B, K-major in shared memory, is
           // read as the tensor cores find it, or was rounded where it was repacked). The
           // fragments alternate between two register sets by k-tile parity, so one k-tile's
@@ -1107,13 +1122,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         } else {
           fence_accumulators(d);
           wgmma_fence();
+          const uint32_t stage_a = desc_a0 + stage * (Config::kStageBytesA >> 4);
+          const uint32_t stage_b = desc_b0 + stage * (Config::kStageBytesB >> 4);
 #pragma unroll
           for (int kk = 0; kk < kBlockK / Config::kMmaK; ++kk) {
-            const uint64_t desc_a =
-                smem_descriptor(a + kk * kStepA, kLeadingA, Config::kSwizzleAtomBytes);
-            const uint64_t desc_b =
-                smem_descriptor(b + kk * kStepB, kLeadingB, Config::kSwizzleAtomBytes);
-            wgmma_ss<T, kKMajorA ? 0 : 1, kKMajorB ? 0 : 1>(d, desc_a, desc_b, 1);
+            wgmma_ss<T, kKMajorA ? 0 : 1, kKMajorB ? 0 : 1>(
+                d, kDescHigh | (stage_a + kk * (kStepA >> 4)),
+                kDescHigh | (stage_b + kk * (kStepB >> 4)), 1);
           }
           wgmma_commit();
         }
