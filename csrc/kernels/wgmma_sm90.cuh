@@ -69,6 +69,14 @@ struct WgmmaConfig {
   // faster, benchmarks/NOTES.md). 64×128 tiles take 24 KB a k-tile: 8 in flight, on shapes whose
   // loop waits on L2.
   static constexpr int kStages = kMmaN == 256 ? 4 : 8;
+  // The first tile's first k-tiles are copied from the kernel's prologue, ahead of the producer
+  // loop (see the kernel): kEarlyFirst of them before the start barrier, the rest of
+  // kEarlyStages right after it, multicast on one-consumer tiles (on two-consumer tiles, whose
+  // prologue delays the consumers' setmaxnreg, each block copies all of B for them). Measured
+  // best of 0-2 before and 0-8 in all, benchmarks/NOTES.md (session 14).
+  static constexpr int kEarlyFirst = 1;
+  static constexpr int kEarlyStages = kConsumers == 1 ? 4 : 2;
+  static constexpr bool kEarlyMulticast = kConsumers == 1;
   static constexpr int kWarpgroupThreads = 128;
   static constexpr int kThreads = (kConsumers + 1) * kWarpgroupThreads;  // + the producer's
   // setmaxnreg: the producer needs a handful of registers, each consumer 128 accumulators plus
@@ -798,16 +806,82 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   // the barriers, the first tile's origin (integer divisions) and the tensor maps' descriptors.
   // Warp 1 initializes the barriers while thread 0 works out the origin and has the descriptors
   // fetched (benchmarks/NOTES.md, session 12).
+  // One stage's copies (by the producer thread), counted on full[stage]: this block's A, and its
+  // slice of B multicast to the cluster, or (whole_b) all of B into this block alone.
+  constexpr int kSliceN = Config::kBlockN / kClusterM;  // the part of B a block multicasts
+  const auto issue_stage = [&](int stage, int kt, int z, int m0, int n0, bool whole_b) {
+    constexpr uint32_t kStageBytes = Config::kStageBytesA + Config::kStageBytesB;
+    constexpr uint16_t kClusterMask = (1u << kClusterM) - 1;
+    mbarrier_expect_tx(&full[stage], kStageBytes);
+    unsigned char* a = sA + stage * Config::kStageBytesA;
+    unsigned char* b = sB + stage * Config::kStageBytesB;
+    const int k0 = kt * kBlockK;
+    if constexpr (kKMajorA) {
+      tma_load(a, &map_a, &full[stage], k0, m0, z);  // (kBlockM rows, one row of K)
+    } else {
+#pragma unroll
+      for (int j = 0; j < Config::kBlockM / Config::kMNBox; ++j) {  // (64 K rows, 64 M) each
+        tma_load(a + j * Config::kMNBoxBytes, &map_a, &full[stage], m0 + j * Config::kMNBox, k0,
+                 z);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kClusterM; ++r) {
+      if (!whole_b && r != static_cast<int>(rank)) continue;
+      const bool multicast = kClusterM > 1 && !whole_b;
+      const int slice = r * kSliceN;
+      if constexpr (kKMajorB) {
+        // (kSliceN rows, one row of K): rows slice .. slice + kSliceN of the (kBlockN, K) tile.
+        unsigned char* dst = b + slice * Config::kSwizzleBytes;
+        if (multicast) {
+          tma_load_multicast(dst, &map_b, &full[stage], kClusterMask, k0, n0 + slice, z);
+        } else {
+          tma_load(dst, &map_b, &full[stage], k0, n0 + slice, z);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kSliceN / Config::kMNBox; ++j) {  // (64 K rows, 64 N) each
+          const int box = slice / Config::kMNBox + j;
+          unsigned char* dst = b + box * Config::kMNBoxBytes;
+          if (multicast) {
+            tma_load_multicast(dst, &map_b, &full[stage], kClusterMask, n0 + box * Config::kMNBox,
+                               k0, z);
+          } else {
+            tma_load(dst, &map_b, &full[stage], n0 + box * Config::kMNBox, k0, z);
+          }
+        }
+      }
+    }
+  };
+
+  // The first tile's first k-tiles leave from here, not from the producer loop, which thread 0
+  // reaches only after the start barrier, setmaxnreg and the cluster barrier, in code ~60 KB
+  // further on, cold in the instruction cache: it issued the first copy ~2 600 cycles into a
+  // block, ~30% of a 1000³ block's time to its first k-tile (benchmarks/NOTES.md, session 14).
+  // kEarlyFirst k-tiles go as soon as thread 0 has the tile's origin (it initializes their full
+  // barriers itself), each block copying all of B for them: the peer's barriers may not be
+  // initialized yet. Up to kEarlyStages go right after the start barrier, multicast or not.
+  static_assert(Config::kEarlyFirst <= Config::kEarlyStages && Config::kEarlyStages <= kStages,
+                "the early k-tiles fit in the ring");
+  constexpr bool kEarlyMulticast = Config::kEarlyMulticast && kClusterM > 1;
   int first_z = 0, first_m0 = 0, first_n0 = 0;
+  int early = 0;  // thread 0: k-tiles of the first tile already issued
   if (threadIdx.x == 0) {
     prefetch_tensormap(&map_a);
     prefetch_tensormap(&map_b);
     if (p.tma_store) prefetch_tensormap(&map_c);
+    for (int s = 0; s < Config::kEarlyFirst; ++s) mbarrier_init(&full[s], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     tile_origin<Config, kClusterM>(p, first_turn, rank, &first_z, &first_m0, &first_n0);
+    if (first_turn < turns) early = min(Config::kEarlyFirst, k_end - k_begin);
+    for (int s = 0; s < early; ++s) {
+      issue_stage(s, k_begin + s, first_z, first_m0, first_n0, true);
+    }
   }
   if (threadIdx.x == 32) {
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(&full[s], 1);  // the producer's expect_tx arrival
+      // The producer's expect_tx arrival (thread 0 initialized the first kEarlyFirst).
+      if (s >= Config::kEarlyFirst) mbarrier_init(&full[s], 1);
       // One arrival per consumer warpgroup of every block the stage's multicasts reach.
       mbarrier_init(&empty[s], Config::kConsumers * kClusterM);
     }
@@ -821,65 +895,36 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   }
   // This block's threads see the initialized barriers and the zero row. A pair's peer sees the
   // barriers (released by the fence) once it has waited on the cluster barrier. Every thread
-  // waits once, late: the producer warpgroup after setmaxnreg (before the first multicast), the
-  // consumers before their tile loop (before their first remote arrival), so that the barrier's
-  // latency passes under the roles' setup. Split-K blocks touch their peers' shared memory only
-  // after the cluster barriers of reduce_split.
+  // waits once, late: warp 0 before its first multicast (the early k-tiles' or the loop's), the
+  // rest of the producer warpgroup after setmaxnreg, the consumers before their tile loop (before
+  // their first remote arrival), so that the barrier's latency passes under the roles' setup.
+  // Split-K blocks touch their peers' shared memory only after the cluster barriers of
+  // reduce_split.
   __syncthreads();
   if constexpr (kClusterM > 1) cluster_arrive_relaxed();
+  if (kEarlyMulticast && threadIdx.x < 32) cluster_wait();
+  if (threadIdx.x == 0 && first_turn < turns) {
+    const int total = min(Config::kEarlyStages, k_end - k_begin);
+    for (; early < total; ++early) {
+      issue_stage(early, k_begin + early, first_z, first_m0, first_n0, !kEarlyMulticast);
+    }
+  }
 
   if (warpgroup == 0) {
     // Producer. One thread issues every copy; the others give their registers away, warp 1
     // stages the bias, and two warps sum A's rows where mm_tiled_row_sum asks for them.
     setmaxnreg_dec<Config::kProducerRegs>();
-    if constexpr (kClusterM > 1) cluster_wait();
+    if (kClusterM > 1 && !(kEarlyMulticast && threadIdx.x < 32)) cluster_wait();
     if (threadIdx.x == 0) {
-      // Per stage: all of this block's A, and all of B (1/kClusterM from each block).
-      constexpr uint32_t kStageBytes = Config::kStageBytesA + Config::kStageBytesB;
-      constexpr int kSliceN = Config::kBlockN / kClusterM;  // the part of B this block copies
-      constexpr uint16_t kClusterMask = (1u << kClusterM) - 1;
-      const int slice = static_cast<int>(rank) * kSliceN;
-      int stage = 0;
+      int stage = early;
       uint32_t phase = 0;
+      if (stage == kStages) stage = 0, phase = 1;
       int z = first_z, m0 = first_m0, n0 = first_n0;
       for (int t = first_turn; t < turns; t += turn_step) {
-        for (int kt = k_begin; kt < k_end; ++kt) {
+        for (int kt = k_begin + (t == first_turn ? early : 0); kt < k_end; ++kt) {
           // Every consumer this stage's copies reach is done with it.
           mbarrier_wait(&empty[stage], phase ^ 1);
-          mbarrier_expect_tx(&full[stage], kStageBytes);
-          unsigned char* a = sA + stage * Config::kStageBytesA;
-          unsigned char* b = sB + stage * Config::kStageBytesB;
-          const int k0 = kt * kBlockK;
-          if constexpr (kKMajorA) {
-            tma_load(a, &map_a, &full[stage], k0, m0, z);  // (kBlockM rows, one row of K)
-          } else {
-#pragma unroll
-            for (int j = 0; j < Config::kBlockM / Config::kMNBox; ++j) {  // (64 K rows, 64 M) each
-              tma_load(a + j * Config::kMNBoxBytes, &map_a, &full[stage], m0 + j * Config::kMNBox,
-                       k0, z);
-            }
-          }
-          if constexpr (kKMajorB) {
-            // (kSliceN rows, one row of K): rows slice .. slice + kSliceN of the (kBlockN, K) tile.
-            unsigned char* dst = b + slice * Config::kSwizzleBytes;
-            if constexpr (kClusterM > 1) {
-              tma_load_multicast(dst, &map_b, &full[stage], kClusterMask, k0, n0 + slice, z);
-            } else {
-              tma_load(dst, &map_b, &full[stage], k0, n0 + slice, z);
-            }
-          } else {
-#pragma unroll
-            for (int j = 0; j < kSliceN / Config::kMNBox; ++j) {  // (64 K rows, 64 N) each
-              const int box = slice / Config::kMNBox + j;
-              unsigned char* dst = b + box * Config::kMNBoxBytes;
-              if constexpr (kClusterM > 1) {
-                tma_load_multicast(dst, &map_b, &full[stage], kClusterMask,
-                                   n0 + box * Config::kMNBox, k0, z);
-              } else {
-                tma_load(dst, &map_b, &full[stage], n0 + box * Config::kMNBox, k0, z);
-              }
-            }
-          }
+          issue_stage(stage, kt, z, m0, n0, false);
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
         // The next tile's origin, while this one's last copies land (past the last turn, unused).
