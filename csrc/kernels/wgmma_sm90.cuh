@@ -1138,11 +1138,19 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       // without a bias). One unconditional definition: accumulators defined on two paths made
       // ptxas serialize every wgmma (C7515, 0.99 -> 0.88 of cuBLAS, benchmarks/NOTES.md).
       if (has_bias) mbarrier_wait(bias_full, bias_phase);
-      const float* col = sBias + threadIdx.x % 4 * 2;  // this thread's columns: 8j + 2(l%4), +1
+      // Each row's pair loaded by ld.shared straight into its accumulators: the row read by
+      // generic loads and copied into the lower row's took 96 instructions a thread, with every
+      // tensor core idle (+0.2% at the large shapes, benchmarks/NOTES.md, session 14).
+      const uint32_t col = smem_u32(sBias + threadIdx.x % 4 * 2);  // columns 8j + 2(l%4), +1
 #pragma unroll
       for (int j = 0; j < Config::kMmaN / 8; ++j) {
-        const float2 b = *reinterpret_cast<const float2*>(col + 8 * j);
-        d[4 * j] = b.x, d[4 * j + 1] = b.y, d[4 * j + 2] = b.x, d[4 * j + 3] = b.y;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
+                       : "=f"(d[4 * j + 2 * half]), "=f"(d[4 * j + 2 * half + 1])
+                       : "r"(col + 32 * j)
+                       : "memory");
+        }
       }
       if (has_bias) {
         __syncwarp();  // the warp's reads of the row are done before it is handed back
