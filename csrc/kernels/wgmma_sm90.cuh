@@ -1,7 +1,7 @@
 // Rung 7, wgmma_sm90: Hopper's warpgroup MMA fed by the tensor-memory accelerator, for bf16/fp16
-// and for fp32 as tf32. Measured on an H200 (record, 53c7578): 722 TFLOP/s at 4096³ bf16 NN
-// (torch.mm 723 in the same run, 0.998), 8192³ 1.024, 2048³ 0.975, 4095³ 3.17, 1000³ 0.95
-// (64×128 tiles), 512×4096×4096 0.88 (split K); tf32 NN 4096³ 0.979 (9534ee5).
+// and for fp32 as tf32. Measured on an H200 (record, 46a56ff): 741 TFLOP/s at 4096³ bf16 NN
+// (torch.mm 741 in the same run, 1.000), 8192³ 1.026, 2048³ 0.984, 4095³ 3.20, 1000³ 1.003
+// (64×128 tiles), 512×4096×4096 0.90 (split K); tf32 NN 4096³ 0.979 (9534ee5).
 //
 // Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
 // memory, completing on mbarriers, so no thread computes an address or a bounds test in the main
