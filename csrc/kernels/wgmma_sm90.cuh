@@ -802,10 +802,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   // The bias enters once, through the first slice's partials.
   const bool has_bias = p.bias != nullptr && split == 0;
 
-  // The producer's first copies wait on three things at a block's start, each from cold caches:
-  // the barriers, the first tile's origin (integer divisions) and the tensor maps' descriptors.
-  // Warp 1 initializes the barriers while thread 0 works out the origin and has the descriptors
-  // fetched (benchmarks/NOTES.md, session 12).
   // One stage's copies (by the producer thread), counted on full[stage]: this block's A, and its
   // slice of B multicast to the cluster, or (whole_b) all of B into this block alone.
   constexpr int kSliceN = Config::kBlockN / kClusterM;  // the part of B a block multicasts
@@ -864,6 +860,12 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   static_assert(Config::kEarlyFirst <= Config::kEarlyStages && Config::kEarlyStages <= kStages,
                 "the early k-tiles fit in the ring");
   constexpr bool kEarlyMulticast = Config::kEarlyMulticast && kClusterM > 1;
+  // The first copies wait on three things at a block's start, each from cold caches: their
+  // barriers, the first tile's origin (integer divisions) and the tensor maps' descriptors. Warp 1
+  // initializes the other barriers while thread 0 initializes the early ones, works out the
+  // origin and has the descriptors fetched (benchmarks/NOTES.md, session 12). Both blocks of a
+  // pair compute the same early k-tiles (from first_turn, turns and K), so that each stage's
+  // bytes are counted alike in both: whole B or each one's multicast slice.
   int first_z = 0, first_m0 = 0, first_n0 = 0;
   int early = 0;  // thread 0: k-tiles of the first tile already issued
   if (threadIdx.x == 0) {
@@ -909,6 +911,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       issue_stage(early, k_begin + early, first_z, first_m0, first_n0, !kEarlyMulticast);
     }
   }
+  __syncwarp();  // warp 0 reconverges: setmaxnreg and the cluster barrier need whole warps
 
   if (warpgroup == 0) {
     // Producer. One thread issues every copy; the others give their registers away, warp 1
@@ -934,9 +937,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       // block stays until every stage's last release has come: then no arrival reaches it after
       // it exits, and every multicast into it has landed (its consumers waited for them). This
       // replaces a cluster barrier at the exit, whose release form cost ~700 cycles a block. It
-      // relies on both blocks of a pair walking the same turns and k-tiles (both follow
-      // first_turn, turn_step and the whole of K): a schedule that differed by rank would need
-      // the barrier back.
+      // relies on both blocks of a pair walking the same turns and k-tiles, the early ones
+      // included (both follow first_turn, turn_step and the whole of K): a schedule that differed
+      // by rank would need the barrier back.
       if constexpr (kClusterM > 1) {
         for (int s = 0; s < kStages; ++s) {
           mbarrier_wait(&empty[stage], phase ^ 1);
@@ -1112,9 +1115,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         wgmma_commit();
       }
     };
-    // The tile's origin, and the next one's: computed while the first k-tile's wgmmas run, its
-    // integer divisions stall no warp between tiles (they did, ~650 cycles per tile, when each
-    // tile began with them). Past the last turn the origin is unused.
     // 16-bit operands: each wgmma's descriptors are stage 0's low words plus offsets. Computed
     // once, and held in registers (the empty asm) so that the compiler does not redo the address
     // arithmetic per wgmma: with it the k-loop executes ~25% fewer instructions (ncu) and the
@@ -1123,6 +1123,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     uint32_t desc_a0 = smem_descriptor_low(sA + consumer_offset_a, kLeadingA);
     uint32_t desc_b0 = smem_descriptor_low(sB, kLeadingB);
     asm volatile("" : "+r"(desc_a0), "+r"(desc_b0));
+    // The tile's origin, and the next one's: computed while the first k-tile's wgmmas run, its
+    // integer divisions stall no warp between tiles (they did, ~650 cycles per tile, when each
+    // tile began with them). Past the last turn the origin is unused.
     int z, m0, n0;
     tile_origin<Config, kClusterM>(p, first_turn, rank, &z, &m0, &n0);
     // Before the first release, which may arrive on the peer's barriers.
