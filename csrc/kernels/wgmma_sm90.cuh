@@ -171,6 +171,12 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
 }
 
+// Makes this thread's barrier initializations visible to the TMA unit (the async proxy) and to
+// the cluster's other blocks.
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
 __device__ __forceinline__ void mbarrier_expect_tx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
                "r"(bytes)
@@ -821,10 +827,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                  z);
       }
     }
+    const bool multicast = kClusterM > 1 && !whole_b;
 #pragma unroll
     for (int r = 0; r < kClusterM; ++r) {
       if (!whole_b && r != static_cast<int>(rank)) continue;
-      const bool multicast = kClusterM > 1 && !whole_b;
       const int slice = r * kSliceN;
       if constexpr (kKMajorB) {
         // (kSliceN rows, one row of K): rows slice .. slice + kSliceN of the (kBlockN, K) tile.
@@ -873,7 +879,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     prefetch_tensormap(&map_b);
     if (p.tma_store) prefetch_tensormap(&map_c);
     for (int s = 0; s < Config::kEarlyFirst; ++s) mbarrier_init(&full[s], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    fence_mbarrier_init();
     tile_origin<Config, kClusterM>(p, first_turn, rank, &first_z, &first_m0, &first_n0);
     if (first_turn < turns) early = min(Config::kEarlyFirst, k_end - k_begin);
     for (int s = 0; s < early; ++s) {
@@ -889,8 +895,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     }
     mbarrier_init(bias_full, 32);                       // each lane of the bias warp
     mbarrier_init(bias_empty, Config::kConsumers * 4);  // each consumer warp
-    // Makes the initialized barriers visible to the TMA unit (the async proxy) and the cluster.
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    fence_mbarrier_init();
   }
   if (!has_bias) {
     for (int i = threadIdx.x; i < Config::kBlockN; i += Config::kThreads) sBias[i] = 0.0f;
