@@ -101,10 +101,12 @@ struct Problem {
     p.a_stride_m = ta ? 1 : s.K, p.a_stride_k = ta ? s.M : 1;
     p.b_stride_k = tb ? 1 : s.N, p.b_stride_n = tb ? s.K : 1;
     p.c_stride_m = s.N, p.c_stride_n = 1;
-    // Room for the row sums' partials too (the products without them use less).
+    // Room for the row sums' partials too, and for stream-K's (which only products without row
+    // sums take).
     GemmParams with_sums = p;
     with_sums.row_sum = row_sum;
-    p.workspace_bytes = gemm_wgmma_sm90_workspace_bytes(with_sums);
+    p.workspace_bytes = std::max(gemm_wgmma_sm90_workspace_bytes(with_sums),
+                                 gemm_wgmma_sm90_workspace_bytes(p));
     if (p.workspace_bytes > 0) CHECK_CUDA(cudaMalloc(&workspace, p.workspace_bytes));
     p.workspace = workspace;
   }

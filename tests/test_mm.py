@@ -1,5 +1,9 @@
 """Correctness of gemm::mm_tiled: every kernel × dtype × shape × layout against float64."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -202,11 +206,22 @@ WGMMA_SPLIT_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 384, 102
                       (1, 700, 1800, 4099)]
 
 
+# wgmma_sm90 deals the turns of a last, partial round of its 128×256 tile pairs out to every
+# cluster as k-tiles (stream-K): a cluster without a tile's last k-tiles leaves its sums in the
+# workspace for the one with them. On a 132-SM H100/H200 (66 pairs resident): 136 turns (4 left
+# over, 64 k-tiles each: pieces of ~4 k-tiles, up to 17 clusters a tile); edge tiles in M and N
+# and a pair with one tile past M (2100 rows: 17 tile rows); C rows of 4001 elements (stored from
+# registers); batched; a prime K (17 k-tiles: ~1 a piece).
+WGMMA_STREAM_K_SHAPES = [(1, 2048, 4352, 4096), (1, 2100, 4000, 1000), (1, 2000, 4001, 700),
+                         (3, 1024, 1536, 1000), (1, 2048, 4352, 1031)]
+
+
 # Per 16-bit path: its shapes, and the linear_tiled shapes for a bias (64×128: in both epilogues;
-# split K: the bias enters through one slice).
+# split K: the bias enters through one slice; stream-K: through the piece with the last k-tiles).
 WGMMA_SIXTEEN_BIT_PATHS = {
     "small_tiles": (WGMMA_SMALL_SHAPES, [(1000, 1000, 1000), (130, 250, 127)]),
     "split_k": (WGMMA_SPLIT_SHAPES, [(1024, 1104, 2100), (1000, 2001, 2500)]),
+    "stream_k": (WGMMA_STREAM_K_SHAPES, [(2048, 4352, 4096), (2000, 4001, 700)]),
 }
 
 
@@ -215,7 +230,8 @@ WGMMA_SIXTEEN_BIT_PATHS = {
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_wgmma_sixteen_bit_paths(path, dtype, layout):
-    """The 64×128 tiles and split K; both without atomics, so a second run gives the same bits."""
+    """The 64×128 tiles, split K and stream-K; all add their sums in a fixed order, so a second
+    run gives the same bits."""
     skip_unless_wgmma()
     shapes, bias_shapes = WGMMA_SIXTEEN_BIT_PATHS[path]
     for shape in shapes:
@@ -223,3 +239,40 @@ def test_wgmma_sixteen_bit_paths(path, dtype, layout):
         assert torch.equal(out, run_again())
     for M, N, K in bias_shapes:
         check_wgmma_linear_bias(f"wgmma_{path}_bias", dtype, layout, M, N, K)
+
+
+# Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS, read once per process: a fresh one
+# per setting), so that small products take several whole turns a cluster and then pieces, in
+# both of its modes (the last partial round; that and one round more), paired and unpaired.
+STREAM_K_SCRIPT = """
+import sys, torch, torch_gemm
+sys.path.insert(0, {tests!r})
+from gemm_testing import assert_close_to_reference, make_operands, generator, randn
+for M, N, K in [(1900, 2600, 300), (2100, 2000, 333), (1300, 2600, 1031), (1024, 2304, 200)]:
+    for dtype in (torch.bfloat16, torch.float16):
+        for layout in ("contiguous", "both_t"):
+            gen = generator("cuda", "stream_k", {env!r}, M, N, K, str(dtype), layout)
+            a, b = make_operands(M, N, K, layout, dtype, "cuda", gen)
+            out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
+            assert_close_to_reference(out, a, b)
+            assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"))
+            bias = randn((N,), dtype, "cuda", gen)
+            assert_close_to_reference(torch_gemm.linear_tiled(a, b.t(), bias, kernel="wgmma_sm90"),
+                                      a, b, bias)
+print("ok")
+"""
+
+
+@requires_cuda
+@pytest.mark.parametrize("env", ["3:1:0", "5:1:0", "3:2:0", "4:1:1", "7:2:1"])
+def test_wgmma_stream_k_few_clusters(env):
+    """env: clusters resident, stream-K mode, 1 for unpaired blocks (TORCH_GEMM_WGMMA_CLUSTER)."""
+    skip_unless_wgmma()
+    clusters, mode, unpaired = env.split(":")
+    tests = os.path.dirname(os.path.abspath(__file__))
+    run = subprocess.run(
+        [sys.executable, "-c", STREAM_K_SCRIPT.format(tests=tests, env=env)],
+        env={**os.environ, "TORCH_GEMM_WGMMA_MAX_CLUSTERS": clusters,
+             "TORCH_GEMM_WGMMA_STREAM_K": mode, "TORCH_GEMM_WGMMA_CLUSTER": unpaired},
+        capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout + run.stderr

@@ -153,6 +153,64 @@ struct WgmmaParams {
   // mm_tiled_row_sum's slice sums of A, taken by the producer warpgroup's idle warps, tile
   // column j summing its rows over slice j; partials null where they are not this kernel's.
   RowSumView row_sum;
+  // Stream-K (16-bit 128×256 tiles, unsplit: kStreamK): the walk's last sk_turns turns are not
+  // dealt out whole but as k-tiles, evenly over every cluster (TileWalk), so that no cluster idles
+  // through a last partial turn; 0: every turn whole. A cluster that computes a tile's k-tiles
+  // but not its last ones leaves its sums in sk_partials, block b's consumer w at
+  // (b·kConsumers + w) · kAccumulators · 128 floats, and sets sk_flags[b·kConsumers + w] to 1
+  // (the launcher zeroes the flags); the cluster with the tile's last k-tiles adds them.
+  int sk_turns = 0;
+  float* sk_partials = nullptr;
+  int* sk_flags = nullptr;
+};
+
+// One piece of a cluster's walk over the tiles: a turn (the tile of each block of the cluster)
+// and which of its k-tiles the cluster computes.
+struct WorkUnit {
+  int turn = 0, k_begin = 0, k_end = 0;
+  bool partial = false;       // stream-K: not the tile's last k-tiles, its sums go to sk_partials
+  int contributors_from = 0;  // stream-K: clusters contributors_from .. this one - 1 left partial
+                              // sums of this tile to add (none where it is this cluster)
+};
+
+// A cluster's walk: the whole turns cluster, cluster + clusters, ... before the last sk_turns
+// (each over k-tiles [k_begin, k_end): all, or the block's split-K slice); then its share of the
+// last sk_turns turns' k-tiles, numbered tile by tile (U of them), cluster c taking
+// [c·U/clusters, (c+1)·U/clusters). That share is walked from its last tile down, so that the
+// piece without its tile's last k-tiles (partial, at most one: the share's top) comes first and
+// the piece with them (which adds the other clusters' partials) last: every partial a cluster
+// waits for is its contributor's first piece, and none waits for a cluster that waits. The
+// launcher keeps U·clusters within int.
+class TileWalk {
+ public:
+  __device__ __forceinline__ TileWalk(int cluster, int clusters, int turns, int sk_turns,
+                                      int k_tiles, int k_begin, int k_end)
+      : cluster_(cluster), clusters_(clusters), turn_(cluster), whole_end_(turns - sk_turns),
+        k_tiles_(k_tiles), k_begin_(k_begin), k_end_(k_end),
+        units_(sk_turns * k_tiles), lo_(cluster * units_ / clusters),
+        hi_((cluster + 1) * units_ / clusters) {}
+
+  __device__ __forceinline__ bool next(WorkUnit* u) {
+    if (turn_ < whole_end_) {
+      u->turn = turn_, u->k_begin = k_begin_, u->k_end = k_end_;
+      u->partial = false, u->contributors_from = cluster_;
+      turn_ += clusters_;
+      return true;
+    }
+    if (hi_ <= lo_) return false;
+    const int tile = (hi_ - 1) / k_tiles_;
+    const int begin = tile * k_tiles_;
+    const int from = lo_ > begin ? lo_ : begin;
+    u->turn = whole_end_ + tile, u->k_begin = from - begin, u->k_end = hi_ - begin;
+    u->partial = u->k_end < k_tiles_;
+    // The cluster whose share holds k-tile `begin`: the largest c with c·U/clusters <= begin.
+    u->contributors_from = from > begin ? ((begin + 1) * clusters_ - 1) / units_ : cluster_;
+    hi_ = from;
+    return true;
+  }
+
+ private:
+  int cluster_, clusters_, turn_, whole_end_, k_tiles_, k_begin_, k_end_, units_, lo_, hi_;
 };
 
 namespace sm90 {
@@ -745,6 +803,60 @@ __device__ __forceinline__ void reduce_split(float (&d)[Config::kAccumulators],
   }
 }
 
+// Stream-K: a consumer's accumulators as partial sums in slot `slot` of p.sk_partials (each
+// thread's as float4s 128 threads apart, so that a warp's stores are 512 contiguous bytes, kept
+// in L2 for the reader on another SM), then the slot's flag set once the whole warpgroup's stores
+// are done: the barrier orders them before the leader's fence, which makes them visible at gpu
+// scope before the flag.
+template <typename Config>
+__device__ __forceinline__ void store_partial_sums(const WgmmaParams& p,
+                                                   const float (&d)[Config::kAccumulators],
+                                                   int slot, int consumer, bool leader) {
+  constexpr int kThreads = Config::kWarpgroupThreads;
+  float4* dst = reinterpret_cast<float4*>(p.sk_partials + static_cast<int64_t>(slot) *
+                                                              Config::kAccumulators * kThreads) +
+                threadIdx.x % kThreads;
+#pragma unroll
+  for (int i = 0; i < Config::kAccumulators / 4; ++i) {
+    __stcg(dst + i * kThreads, make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
+  }
+  warpgroup_sync(consumer);
+  if (leader) {
+    asm volatile(
+        "fence.acq_rel.gpu;\n"
+        "st.relaxed.gpu.global.b32 [%0], 1;" ::"l"(p.sk_flags + slot)
+        : "memory");
+  }
+}
+
+// The partial sums of slot `slot` added to the accumulators, once its flag says they are written
+// (the leader's acquiring load, then the barrier, order every thread's loads after the writes).
+template <typename Config>
+__device__ __forceinline__ void add_partial_sums(const WgmmaParams& p,
+                                                 float (&d)[Config::kAccumulators], int slot,
+                                                 int consumer, bool leader) {
+  constexpr int kThreads = Config::kWarpgroupThreads;
+  if (leader) {
+    int written = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];"
+                   : "=r"(written)
+                   : "l"(p.sk_flags + slot)
+                   : "memory");
+    } while (written == 0);
+  }
+  warpgroup_sync(consumer);
+  const float4* src = reinterpret_cast<const float4*>(p.sk_partials + static_cast<int64_t>(slot) *
+                                                                          Config::kAccumulators *
+                                                                          kThreads) +
+                      threadIdx.x % kThreads;
+#pragma unroll
+  for (int i = 0; i < Config::kAccumulators / 4; ++i) {
+    const float4 v = __ldcg(src + i * kThreads);
+    d[4 * i] += v.x, d[4 * i + 1] += v.y, d[4 * i + 2] += v.z, d[4 * i + 3] += v.w;
+  }
+}
+
 #endif  // TORCH_GEMM_SM90A_DEVICE
 
 }  // namespace sm90
@@ -807,6 +919,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   const int k_end = min(k_begin + slice_k_tiles, all_k_tiles);
   // The bias enters once, through the first slice's partials.
   const bool has_bias = p.bias != nullptr && split == 0;
+  // Stream-K where the launcher may ask for it (16-bit two-consumer tiles, unsplit); elsewhere
+  // every walk is whole turns.
+  constexpr bool kStreamK = !Config::kTf32 && kConsumers == 2 && kSplitK == 1;
+  const int sk_turns = kStreamK ? p.sk_turns : 0;
+  const auto make_walk = [&] {
+    return TileWalk(first_turn, turn_step, turns, sk_turns, all_k_tiles, k_begin, k_end);
+  };
 
   // One stage's copies (by the producer thread), counted on full[stage]: this block's A, and its
   // slice of B multicast to the cluster, or (whole_b) all of B into this block alone.
@@ -873,17 +992,22 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   // pair compute the same early k-tiles (from first_turn, turns and K), so that each stage's
   // bytes are counted alike in both: whole B or each one's multicast slice.
   int first_z = 0, first_m0 = 0, first_n0 = 0;
-  int early = 0;  // thread 0: k-tiles of the first tile already issued
+  int early = 0;  // thread 0: k-tiles of the first unit already issued
+  // Thread 0's walk: the prologue takes its first unit, the producer loop the rest.
+  TileWalk producer_walk = make_walk();
+  WorkUnit first_unit;
+  bool have_first = false;
   if (threadIdx.x == 0) {
     prefetch_tensormap(&map_a);
     prefetch_tensormap(&map_b);
     if (p.tma_store) prefetch_tensormap(&map_c);
     for (int s = 0; s < Config::kEarlyFirst; ++s) mbarrier_init(&full[s], 1);
     fence_mbarrier_init();
-    tile_origin<Config, kClusterM>(p, first_turn, rank, &first_z, &first_m0, &first_n0);
-    if (first_turn < turns) early = min(Config::kEarlyFirst, k_end - k_begin);
+    have_first = producer_walk.next(&first_unit);
+    tile_origin<Config, kClusterM>(p, first_unit.turn, rank, &first_z, &first_m0, &first_n0);
+    if (have_first) early = min(Config::kEarlyFirst, first_unit.k_end - first_unit.k_begin);
     for (int s = 0; s < early; ++s) {
-      issue_stage(s, k_begin + s, first_z, first_m0, first_n0, true);
+      issue_stage(s, first_unit.k_begin + s, first_z, first_m0, first_n0, true);
     }
   }
   if (threadIdx.x == 32) {
@@ -910,10 +1034,11 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   __syncthreads();
   if constexpr (kClusterM > 1) cluster_arrive_relaxed();
   if (kEarlyMulticast && threadIdx.x < 32) cluster_wait();
-  if (threadIdx.x == 0 && first_turn < turns) {
-    const int total = min(Config::kEarlyStages, k_end - k_begin);
+  if (threadIdx.x == 0 && have_first) {
+    const int total = min(Config::kEarlyStages, first_unit.k_end - first_unit.k_begin);
     for (; early < total; ++early) {
-      issue_stage(early, k_begin + early, first_z, first_m0, first_n0, !kEarlyMulticast);
+      issue_stage(early, first_unit.k_begin + early, first_z, first_m0, first_n0,
+                  !kEarlyMulticast);
     }
   }
   __syncwarp();  // warp 0 reconverges: setmaxnreg and the cluster barrier need whole warps
@@ -928,23 +1053,26 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       uint32_t phase = 0;
       if (stage == kStages) stage = 0, phase = 1;
       int z = first_z, m0 = first_m0, n0 = first_n0;
-      for (int t = first_turn; t < turns; t += turn_step) {
-        for (int kt = k_begin + (t == first_turn ? early : 0); kt < k_end; ++kt) {
+      WorkUnit unit = first_unit;
+      for (bool more = have_first, first = true; more; first = false) {
+        for (int kt = unit.k_begin + (first ? early : 0); kt < unit.k_end; ++kt) {
           // Every consumer this stage's copies reach is done with it.
           mbarrier_wait(&empty[stage], phase ^ 1);
           issue_stage(stage, kt, z, m0, n0, false);
           if (++stage == kStages) stage = 0, phase ^= 1;
         }
-        // The next tile's origin, while this one's last copies land (past the last turn, unused).
-        tile_origin<Config, kClusterM>(p, t + turn_step, rank, &z, &m0, &n0);
+        // The next unit and its tile's origin, while this one's last copies land (past the last
+        // unit, unused).
+        more = producer_walk.next(&unit);
+        tile_origin<Config, kClusterM>(p, unit.turn, rank, &z, &m0, &n0);
       }
       // The peer's consumers arrive on this block's empty barriers until their last k-tile, so the
       // block stays until every stage's last release has come: then no arrival reaches it after
       // it exits, and every multicast into it has landed (its consumers waited for them). This
       // replaces a cluster barrier at the exit, whose release form cost ~700 cycles a block. It
-      // relies on both blocks of a pair walking the same turns and k-tiles, the early ones
-      // included (both follow first_turn, turn_step and the whole of K): a schedule that differed
-      // by rank would need the barrier back.
+      // relies on both blocks of a pair walking the same units and k-tiles, the early ones
+      // included (both follow first_turn, turn_step, sk_turns and the whole of K): a schedule
+      // that differed by rank would need the barrier back.
       if constexpr (kClusterM > 1) {
         for (int s = 0; s < kStages; ++s) {
           mbarrier_wait(&empty[stage], phase ^ 1);
@@ -959,14 +1087,18 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       const int lane = threadIdx.x % 32;
       const T* bias = static_cast<const T*>(p.bias);
       uint32_t bias_phase = 0;
-      for (int t = first_turn; t < turns; t += turn_step) {
+      TileWalk walk = make_walk();
+      WorkUnit unit;
+      while (walk.next(&unit)) {
         int z, m0, n0;
-        tile_origin<Config, kClusterM>(p, t, rank, &z, &m0, &n0);
+        tile_origin<Config, kClusterM>(p, unit.turn, rank, &z, &m0, &n0);
         float row[kPerLane];
+        // A stream-K partial sum starts at zero: the bias enters once, with the tile's last
+        // k-tiles.
 #pragma unroll
         for (int i = 0; i < kPerLane; ++i) {
           const int n = n0 + i * 32 + lane;
-          row[i] = n < p.N ? to_acc<float>(bias[n * p.bias_stride]) : 0.0f;
+          row[i] = n < p.N && !unit.partial ? to_acc<float>(bias[n * p.bias_stride]) : 0.0f;
         }
         mbarrier_wait(bias_empty, bias_phase ^ 1);
 #pragma unroll
@@ -985,9 +1117,12 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       if constexpr (!Config::kTf32) {
         constexpr int kRows = Config::kBlockM / kRowSumWarps;
         const int sum_warp = threadIdx.x / 32 - (4 - kRowSumWarps);
-        for (int t = first_turn; t < turns; t += turn_step) {
+        TileWalk walk = make_walk();
+        WorkUnit unit;
+        while (walk.next(&unit)) {
+          if (unit.partial) continue;  // once a tile: with its last k-tiles
           int z, m0, n0;
-          tile_origin<Config, kClusterM>(p, t, rank, &z, &m0, &n0);
+          tile_origin<Config, kClusterM>(p, unit.turn, rank, &z, &m0, &n0);
           const int slice = n0 / Config::kBlockN;
           if (slice >= p.row_sum.slices) continue;
           sum_rows<T, kRows, kRowSumFusedBatch>(p.row_sum, z, m0 + sum_warp * kRows, slice);
@@ -1128,19 +1263,27 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     uint32_t desc_a0 = smem_descriptor_low(sA + consumer_offset_a, kLeadingA);
     uint32_t desc_b0 = smem_descriptor_low(sB, kLeadingB);
     asm volatile("" : "+r"(desc_a0), "+r"(desc_b0));
-    // The tile's origin, and the next one's: computed while the first k-tile's wgmmas run, its
-    // integer divisions stall no warp between tiles (they did, ~650 cycles per tile, when each
-    // tile began with them). Past the last turn the origin is unused.
-    int z, m0, n0;
-    tile_origin<Config, kClusterM>(p, first_turn, rank, &z, &m0, &n0);
+    // The unit's tile origin, and the next unit's: computed while the first k-tile's wgmmas run,
+    // its integer divisions stall no warp between tiles (they did, ~650 cycles per tile, when each
+    // tile began with them). Past the last unit the origin is unused.
+    TileWalk walk = make_walk();
+    WorkUnit unit, next_unit;
+    bool more = walk.next(&unit), next_more = false;
+    int z, m0, n0, next_z = 0, next_m0 = 0, next_n0 = 0;
+    tile_origin<Config, kClusterM>(p, unit.turn, rank, &z, &m0, &n0);
+    // Stream-K partial sums: this block's consumer's slot, under the cluster's index.
+    const auto sk_slot = [&](int cluster) {
+      return (cluster * kClusterM + static_cast<int>(rank)) * kConsumers + consumer;
+    };
     // Before the first release, which may arrive on the peer's barriers.
     if constexpr (kClusterM > 1) cluster_wait();
-    for (int t = first_turn; t < turns; t += turn_step) {
-      int next_z = 0, next_m0 = 0, next_n0 = 0;
+    for (; more; more = next_more, unit = next_unit, z = next_z, m0 = next_m0, n0 = next_n0) {
       const auto prepare_next_tile = [&] {
-        tile_origin<Config, kClusterM>(p, t + turn_step, rank, &next_z, &next_m0, &next_n0);
+        next_more = walk.next(&next_unit);
+        tile_origin<Config, kClusterM>(p, next_unit.turn, rank, &next_z, &next_m0, &next_n0);
         // Keeps the compiler from sinking the divisions to where the results are used.
-        asm volatile("" : "+r"(next_z), "+r"(next_m0), "+r"(next_n0));
+        asm volatile("" : "+r"(next_z), "+r"(next_m0), "+r"(next_n0), "+r"(next_unit.k_begin),
+                     "+r"(next_unit.k_end), "+r"(next_unit.contributors_from));
       };
       // The accumulators start at the tile's bias, from the row the bias warp staged (all zeros
       // without a bias). One unconditional definition: accumulators defined on two paths made
@@ -1166,7 +1309,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         bias_phase ^= 1;
       }
       int previous = -1;
-      for (int kt = k_begin; kt < k_end; ++kt) {
+      for (int kt = unit.k_begin; kt < unit.k_end; ++kt) {
         mbarrier_wait(&full[stage], phase);
         if constexpr (Config::kTf32) {
           const unsigned char* a = sA + stage * Config::kStageBytesA + consumer_offset_a;
@@ -1193,8 +1336,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
           }
           wgmma_commit();
         }
-        if (kt == k_begin) prepare_next_tile();
-        if (pending) store_pending_rounds(kt - k_begin, kt - k_begin + 1);
+        if (kt == unit.k_begin) prepare_next_tile();
+        if (pending) store_pending_rounds(kt - unit.k_begin, kt - unit.k_begin + 1);
         // The previous k-tile's wgmmas have finished reading their stage (and, for tf32, their
         // fragments): hand it back. This k-tile's stay in flight while the next stage is awaited.
         wgmma_wait<1>();
@@ -1204,12 +1347,24 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         previous = stage;
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
+      if (unit.k_end == unit.k_begin) prepare_next_tile();  // a split-K block's empty slice
       wgmma_wait<0>();
       fence_accumulators(d);
       if (previous >= 0) release(previous);
       // The previous tile's rounds that its k-tiles were too few to carry.
-      if (pending) store_pending_rounds(k_end - k_begin, kRounds);
+      if (pending) store_pending_rounds(unit.k_end - unit.k_begin, kRounds);
       pending = false;
+      if constexpr (kStreamK) {
+        // Without the tile's last k-tiles: the sums go to the workspace, for the cluster with
+        // them. With them, after others' k-tiles: their sums are added first.
+        if (unit.partial) {
+          store_partial_sums<Config>(p, d, sk_slot(first_turn), consumer, leader);
+          continue;
+        }
+        for (int c = unit.contributors_from; c < first_turn; ++c) {
+          add_partial_sums<Config>(p, d, sk_slot(c), consumer, leader);
+        }
+      }
       // The epilogue: from registers where TMA cannot store C; else 16-bit C packed (and, on
       // 128×256 tiles, left for the next tile's k-tiles to store), fp32 C through the ring.
       const int row0 = m0 + consumer * Config::kMmaM;
@@ -1261,7 +1416,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                               });
         }
       }
-      z = next_z, m0 = next_m0, n0 = next_n0;
     }
     if (pending) store_pending_rounds(0, kRounds);
     // The shared memory the last stores read stays until they have read it; their writes need no

@@ -111,6 +111,8 @@ struct WgmmaPlan {
   OperandPlan a, b;
   RowSumPlan row_sum;
   int64_t workspace_bytes;
+  // Stream-K's partial sums and flags (plan_stream_k), at the end of the workspace; 0: none.
+  int64_t stream_k_offset = 0, stream_k_bytes = 0;
 };
 
 // bf16/fp16 read either tile in either order; tf32 (fp32 operands) reads B's tile K-major only
@@ -273,6 +275,42 @@ bool encode_output_map(CUtensorMap* map, const GemmParams& p, CUtensorMapDataTyp
                 CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// Stream-K (TileWalk): 0 off; 1 (the default) spreads the turns of the last, partial round over
+// every cluster; 2 those and one round more (fewer pieces a tile, more k-tiles in pieces).
+// TORCH_GEMM_WGMMA_STREAM_K=0|1|2, for comparison. Read once per process.
+int stream_k_mode() {
+  static const int mode = [] {
+    const char* env = std::getenv("TORCH_GEMM_WGMMA_STREAM_K");
+    return env == nullptr || env[0] < '0' || env[0] > '2' ? 1 : env[0] - '0';
+  }();
+  return mode;
+}
+
+// TORCH_GEMM_WGMMA_MAX_CLUSTERS=n caps the clusters (blocks, unclustered) resident at once, so
+// that the tests reach stream-K and several turns a cluster on small products. Read once.
+int max_clusters() {
+  static const int cap = [] {
+    const char* env = std::getenv("TORCH_GEMM_WGMMA_MAX_CLUSTERS");
+    const int n = env == nullptr ? 0 : std::atoi(env);
+    return n > 0 ? n : INT_MAX;
+  }();
+  return cap;
+}
+
+// How many of the last turns stream-K deals out as k-tiles, where the workspace allows it (the
+// launcher planned it: plan_stream_k) and the turns leave the last round of `slots` clusters
+// partly idle (8192×12288×4096: 1536 pairs of tiles, 23 rounds of 66 and 18 more). 0: none.
+// The walk's arithmetic (units × clusters) stays within int.
+int stream_k_turns(const WgmmaParams& wp, int64_t turns, int64_t slots, int64_t k_tiles) {
+  if (wp.sk_partials == nullptr || stream_k_mode() == 0 || turns <= slots || turns % slots == 0) {
+    return 0;
+  }
+  const int64_t sk_turns = turns % slots + (stream_k_mode() == 2 ? slots : 0);
+  const int64_t units = sk_turns * k_tiles;
+  if (units < slots || units * slots > INT_MAX) return 0;
+  return static_cast<int>(sk_turns);
+}
+
 // The persistent grid: one block per SM, or as many clusters as fit at once, but never more
 // than there are turns, nor more than the number of turns per block needs. Split-K: one cluster
 // of kSplitK blocks per tile, each cluster one turn (reduce_split reuses the stage ring, which a
@@ -311,13 +349,24 @@ cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
     slots = current_sm_count();
   }
   if (err != cudaSuccess) return err;
+  slots = std::min(slots, max_clusters());
   if (slots <= 0) return cudaErrorInvalidConfiguration;
-  // As few blocks as keep the number of turns per block: an SM left idle for the whole kernel
-  // draws less power than one idle only in the last wave, and under the power cap the others
-  // clock higher (8192³ bf16 on an H200: 1.02 -> 1.03 of cuBLAS with 128 of 132 SMs).
-  if (turns > slots) slots = static_cast<int>(ceil_div(turns, ceil_div(turns, slots)));
+  WgmmaParams run = wp;
+  constexpr bool kStreamK = !Config::kTf32 && kConsumers == 2;
+  const int64_t k_tiles = ceil_div(wp.K, Config::kBlockK);
+  run.sk_turns = kStreamK ? stream_k_turns(wp, turns, slots, k_tiles) : 0;
+  if (run.sk_turns > 0) {
+    // Every slot's flag starts at zero (each launch: a slot's partial is written once).
+    err = cudaMemsetAsync(run.sk_flags, 0, sizeof(int) * slots * kClusterM * kConsumers, stream);
+    if (err != cudaSuccess) return err;
+  } else if (turns > slots) {
+    // As few blocks as keep the number of turns per block: an SM left idle for the whole
+    // kernel draws less power than one idle only in the last wave, and under the power cap the
+    // others clock higher (8192³ bf16 on an H200: 1.02 -> 1.03 of cuBLAS with 128 of 132 SMs).
+    slots = static_cast<int>(ceil_div(turns, ceil_div(turns, slots)));
+  }
   config.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(turns, slots) * kClusterM));
-  return cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, wp);
+  return cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, run);
 }
 
 // Whether pairs of blocks may share B through TMA multicast (kClusterM = 2): on by default, where
@@ -439,6 +488,31 @@ WgmmaShape choose_shape(const GemmParams& p) {
   return shape;
 }
 
+// Stream-K's workspace, where the launcher may use it (stream_k_turns): 16-bit 128×256 tiles,
+// unsplit, without fused row sums, more of them than clusters can be resident. A partial sum per block
+// (kBlockM × kBlockN floats; at most one block per SM) and a flag per consumer.
+void plan_stream_k(const GemmParams& p, const WgmmaShape& shape, WgmmaPlan* plan) {
+  const int64_t sms = current_sm_count();
+  const int64_t tiles = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, kWgmmaBlockN) * p.batch;
+  if (p.dtype == DType::kFloat32 || p.row_sum != nullptr || stream_k_mode() == 0 ||
+      shape.consumers != 2 || shape.block_n != kWgmmaBlockN || shape.split_k != 1 ||
+      tiles <= std::min<int64_t>(sms / 2, max_clusters())) {
+    return;
+  }
+  plan->stream_k_offset = plan->workspace_bytes;
+  plan->stream_k_bytes =
+      round_up(sms * kWgmmaBlockM * kWgmmaBlockN * int64_t{sizeof(float)}, kWorkspaceAlignBytes) +
+      round_up(sms * 2 * int64_t{sizeof(int)}, kWorkspaceAlignBytes);
+  plan->workspace_bytes += plan->stream_k_bytes;
+}
+
+// The plan of a product as the launcher runs it: operands, row sums, stream-K.
+WgmmaPlan plan_product(const GemmParams& p) {
+  WgmmaPlan plan = plan_wgmma(p);
+  plan_stream_k(p, choose_shape(p), &plan);
+  return plan;
+}
+
 template <typename T> constexpr CUtensorMapDataType kTensorMapType = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
 template <> constexpr CUtensorMapDataType kTensorMapType<__nv_bfloat16> = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 template <> constexpr CUtensorMapDataType kTensorMapType<__half> = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
@@ -478,6 +552,7 @@ struct WgmmaLauncher {
       return cudaErrorInvalidValue;
     }
     WgmmaPlan plan = plan_wgmma(p);
+    plan_stream_k(p, shape, &plan);
     if (plan.workspace_bytes > p.workspace_bytes) return cudaErrorInvalidValue;
     const bool batched = p.batch > 1;
     if (plan.a.repack) {
@@ -514,6 +589,14 @@ struct WgmmaLauncher {
       if (err != cudaSuccess) return err;
     }
     if (plan.row_sum.fused) wp.row_sum = sums;
+    if (plan.stream_k_bytes > 0) {
+      char* base = static_cast<char*>(p.workspace) + plan.stream_k_offset;
+      wp.sk_partials = reinterpret_cast<float*>(base);
+      wp.sk_flags = reinterpret_cast<int*>(
+          base + round_up(current_sm_count() * kWgmmaBlockM * kWgmmaBlockN *
+                              int64_t{sizeof(float)},
+                          kWorkspaceAlignBytes));
+    }
     const cudaError_t err =
         launch_product<kConsumers, kMmaN>(plan, map_a, map_b, map_c, wp, shape, stream);
     if (err != cudaSuccess || p.row_sum == nullptr) return err;
@@ -602,7 +685,8 @@ cudaError_t launch_gemm_wgmma_sm90(const GemmParams& params, cudaStream_t stream
 int64_t gemm_wgmma_sm90_workspace_bytes(const GemmParams& params) {
   if (params.M == 0 || params.N == 0 || params.batch == 0) return 0;
   if (params.dtype == DType::kFloat64) return 0;
-  return plan_wgmma(runs_transposed(params) ? transposed_problem(params) : params).workspace_bytes;
+  return plan_product(runs_transposed(params) ? transposed_problem(params) : params)
+      .workspace_bytes;
 }
 
 }  // namespace torch_gemm
