@@ -207,13 +207,13 @@ WGMMA_SPLIT_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 384, 102
 
 
 # wgmma_sm90 deals the turns of a last, partial round of its 128×256 tile pairs out to every
-# cluster as k-tiles (stream-K): a cluster without a tile's last k-tiles leaves its sums in the
-# workspace for the one with them. On a 132-SM H100/H200 (66 pairs resident): 136 turns (4 left
-# over, 64 k-tiles each: pieces of ~4 k-tiles, up to 17 clusters a tile); edge tiles in M and N
-# and a pair with one tile past M (2100 rows: 17 tile rows); C rows of 4001 elements (stored from
-# registers); batched; a prime K (17 k-tiles: ~1 a piece).
-WGMMA_STREAM_K_SHAPES = [(1, 2048, 4352, 4096), (1, 2100, 4000, 1000), (1, 2000, 4001, 700),
-                         (3, 1024, 1536, 1000), (1, 2048, 4352, 1031)]
+# cluster as k-tiles (stream-K), where that saves enough: a cluster without a tile's last k-tiles
+# leaves its sums in the workspace for the one with them. On a 132-SM H100/H200 (66 pairs
+# resident): 136 turns (4 left over, 64 k-tiles each: pieces of ~4 k-tiles, up to 17 clusters a
+# tile); edge tiles in M and N and a pair with one tile past M (2100 rows: 17 tile rows); C rows
+# of 4001 elements (stored from registers); batched; a prime K.
+WGMMA_STREAM_K_SHAPES = [(1, 2048, 4352, 4096), (1, 2100, 4000, 2600), (1, 2200, 4001, 2600),
+                         (3, 1024, 1536, 2304), (1, 2048, 4352, 4099)]
 
 
 # Per 16-bit path: its shapes, and the linear_tiled shapes for a bias (64×128: in both epilogues;
@@ -221,7 +221,7 @@ WGMMA_STREAM_K_SHAPES = [(1, 2048, 4352, 4096), (1, 2100, 4000, 1000), (1, 2000,
 WGMMA_SIXTEEN_BIT_PATHS = {
     "small_tiles": (WGMMA_SMALL_SHAPES, [(1000, 1000, 1000), (130, 250, 127)]),
     "split_k": (WGMMA_SPLIT_SHAPES, [(1024, 1104, 2100), (1000, 2001, 2500)]),
-    "stream_k": (WGMMA_STREAM_K_SHAPES, [(2048, 4352, 4096), (2000, 4001, 700)]),
+    "stream_k": (WGMMA_STREAM_K_SHAPES, [(2048, 4352, 4096), (2200, 4001, 2600)]),
 }
 
 

@@ -299,13 +299,22 @@ int max_clusters() {
 
 // How many of the last turns stream-K deals out as k-tiles, where the workspace allows it (the
 // launcher planned it: plan_stream_k) and the turns leave the last round of `slots` clusters
-// partly idle (8192×12288×4096: 1536 pairs of tiles, 23 rounds of 66 and 18 more). 0: none.
-// The walk's arithmetic (units × clusters) stays within int.
+// idle long enough (8192×12288×4096: 1536 pairs of tiles, 23 rounds of 66 and 18 more, the last
+// round idle for 48 of its 66 clusters' 64 k-tiles). 0: none. Stream-K costs ~10-16 µs (H200,
+// bf16: the flags' memset, each cluster's partial written and read back, a second tile start),
+// ~20 k-tiles of 128×256: it pays where a cluster saves more than kStreamKMinSaved k-tiles
+// (tuner, against cuBLAS, mode 1: 8192×12288×4096 0.988 -> 1.013, 8192×4096×14336 0.998 ->
+// 1.019, 8192³ 1.027 -> 1.046, saving 47, 54, 62; 8192×4096×4096 0.995 -> 0.978, 4096³ 0.998 ->
+// 0.954, saving 15 and 8). The walk's arithmetic (units × clusters) stays within int.
+constexpr int64_t kStreamKMinSaved = 32;
 int stream_k_turns(const WgmmaParams& wp, int64_t turns, int64_t slots, int64_t k_tiles) {
   if (wp.sk_partials == nullptr || stream_k_mode() == 0 || turns <= slots || turns % slots == 0) {
     return 0;
   }
-  const int64_t sk_turns = turns % slots + (stream_k_mode() == 2 ? slots : 0);
+  const int64_t rest = turns % slots;
+  const bool forced = max_clusters() != INT_MAX;  // the tests' few clusters: stream-K always
+  if (!forced && k_tiles * (slots - rest) < kStreamKMinSaved * slots) return 0;
+  const int64_t sk_turns = rest + (stream_k_mode() == 2 ? slots : 0);
   const int64_t units = sk_turns * k_tiles;
   if (units < slots || units * slots > INT_MAX) return 0;
   return static_cast<int>(sk_turns);
