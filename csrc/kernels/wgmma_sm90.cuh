@@ -1,7 +1,8 @@
 // Rung 7, wgmma_sm90: Hopper's warpgroup MMA fed by the tensor-memory accelerator, for bf16/fp16
-// and for fp32 as tf32. Measured on an H200 (record, 46a56ff): 741 TFLOP/s at 4096³ bf16 NN
-// (torch.mm 741 in the same run, 1.000), 8192³ 1.026, 2048³ 0.984, 4095³ 3.20, 1000³ 1.003
-// (64×128 tiles), 512×4096×4096 0.90 (split K); tf32 NN 4096³ 0.979 (9534ee5).
+// and for fp32 as tf32. Measured on an H200 (record, 7b11bd1): 722 TFLOP/s at 4096³ bf16 NN
+// (torch.mm 725 in the same run, 0.996; 1.000 at 46a56ff), 8192³ 1.042 and 8192×12288×4096
+// 1.005 (stream-K), 4095³ 3.12, 1000³ 0.994 (64×128 tiles), 512×4096×4096 0.90 (split K); tf32
+// NN 4096³ 0.979 (9534ee5).
 //
 // Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
 // memory, completing on mbarriers, so no thread computes an address or a bounds test in the main
@@ -16,7 +17,8 @@
 // first, and its stores are issued during the next tile's first k-tiles). A bias is staged per
 // tile by a producer warp and the accumulators start from it. Where the tiles are too few for the
 // SMs and K is long, a pair of blocks splits each tile's K and adds the partial sums
-// (reduce_split).
+// (reduce_split). Where the turns leave a last round partly idle, that round's k-tiles are dealt
+// to every cluster (stream-K, TileWalk), partial sums passing through the workspace.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a type only: the driver is reached through the runtime)
