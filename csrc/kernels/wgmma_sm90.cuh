@@ -805,22 +805,28 @@ __device__ __forceinline__ void reduce_split(float (&d)[Config::kAccumulators],
   }
 }
 
-// Stream-K: a consumer's accumulators as partial sums in slot `slot` of p.sk_partials (each
-// thread's as float4s 128 threads apart, so that a warp's stores are 512 contiguous bytes, kept
-// in L2 for the reader on another SM), then the slot's flag set once the whole warpgroup's stores
-// are done: the barrier orders them before the leader's fence, which makes them visible at gpu
-// scope before the flag.
+// Stream-K: this thread's first float4 of slot `slot` of p.sk_partials. A thread's sums lie as
+// float4s 128 threads apart, so that a warp's accesses are 512 contiguous bytes.
+template <typename Config>
+__device__ __forceinline__ float4* partial_sums(const WgmmaParams& p, int slot) {
+  return reinterpret_cast<float4*>(p.sk_partials + static_cast<int64_t>(slot) *
+                                                       Config::kAccumulators *
+                                                       Config::kWarpgroupThreads) +
+         threadIdx.x % Config::kWarpgroupThreads;
+}
+
+// A consumer's accumulators as partial sums in slot `slot` (kept in L2 for the reader on another
+// SM), then the slot's flag set once the whole warpgroup's stores are done: the barrier orders
+// them before the leader's fence, which makes them visible at gpu scope before the flag.
 template <typename Config>
 __device__ __forceinline__ void store_partial_sums(const WgmmaParams& p,
                                                    const float (&d)[Config::kAccumulators],
                                                    int slot, int consumer, bool leader) {
-  constexpr int kThreads = Config::kWarpgroupThreads;
-  float4* dst = reinterpret_cast<float4*>(p.sk_partials + static_cast<int64_t>(slot) *
-                                                              Config::kAccumulators * kThreads) +
-                threadIdx.x % kThreads;
+  float4* dst = partial_sums<Config>(p, slot);
 #pragma unroll
   for (int i = 0; i < Config::kAccumulators / 4; ++i) {
-    __stcg(dst + i * kThreads, make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
+    __stcg(dst + i * Config::kWarpgroupThreads,
+           make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
   }
   warpgroup_sync(consumer);
   if (leader) {
@@ -837,7 +843,6 @@ template <typename Config>
 __device__ __forceinline__ void add_partial_sums(const WgmmaParams& p,
                                                  float (&d)[Config::kAccumulators], int slot,
                                                  int consumer, bool leader) {
-  constexpr int kThreads = Config::kWarpgroupThreads;
   if (leader) {
     int written = 0;
     do {
@@ -848,13 +853,10 @@ __device__ __forceinline__ void add_partial_sums(const WgmmaParams& p,
     } while (written == 0);
   }
   warpgroup_sync(consumer);
-  const float4* src = reinterpret_cast<const float4*>(p.sk_partials + static_cast<int64_t>(slot) *
-                                                                          Config::kAccumulators *
-                                                                          kThreads) +
-                      threadIdx.x % kThreads;
+  const float4* src = partial_sums<Config>(p, slot);
 #pragma unroll
   for (int i = 0; i < Config::kAccumulators / 4; ++i) {
-    const float4 v = __ldcg(src + i * kThreads);
+    const float4 v = __ldcg(src + i * Config::kWarpgroupThreads);
     d[4 * i] += v.x, d[4 * i + 1] += v.y, d[4 * i + 2] += v.z, d[4 * i + 3] += v.w;
   }
 }

@@ -111,8 +111,8 @@ struct WgmmaPlan {
   OperandPlan a, b;
   RowSumPlan row_sum;
   int64_t workspace_bytes;
-  // Stream-K's partial sums and flags (plan_stream_k), at the end of the workspace; 0: none.
-  int64_t stream_k_offset = 0, stream_k_bytes = 0;
+  // Stream-K's partial sums and flags (plan_stream_k), at the end of the workspace; 0 bytes: none.
+  int64_t stream_k_offset = 0, stream_k_flags_offset = 0, stream_k_bytes = 0;
 };
 
 // bf16/fp16 read either tile in either order; tf32 (fp32 operands) reads B's tile K-major only
@@ -498,8 +498,8 @@ WgmmaShape choose_shape(const GemmParams& p) {
 }
 
 // Stream-K's workspace, where the launcher may use it (stream_k_turns): 16-bit 128×256 tiles,
-// unsplit, without fused row sums, more of them than clusters can be resident. A partial sum per block
-// (kBlockM × kBlockN floats; at most one block per SM) and a flag per consumer.
+// unsplit, without fused row sums, more of them than clusters can be resident. A partial sum per
+// block (kBlockM × kBlockN floats; at most one block per SM) and a flag per consumer.
 void plan_stream_k(const GemmParams& p, const WgmmaShape& shape, WgmmaPlan* plan) {
   const int64_t sms = current_sm_count();
   const int64_t tiles = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, kWgmmaBlockN) * p.batch;
@@ -509,16 +509,18 @@ void plan_stream_k(const GemmParams& p, const WgmmaShape& shape, WgmmaPlan* plan
     return;
   }
   plan->stream_k_offset = plan->workspace_bytes;
-  plan->stream_k_bytes =
-      round_up(sms * kWgmmaBlockM * kWgmmaBlockN * int64_t{sizeof(float)}, kWorkspaceAlignBytes) +
-      round_up(sms * 2 * int64_t{sizeof(int)}, kWorkspaceAlignBytes);
-  plan->workspace_bytes += plan->stream_k_bytes;
+  plan->stream_k_flags_offset =
+      plan->stream_k_offset +
+      round_up(sms * kWgmmaBlockM * kWgmmaBlockN * int64_t{sizeof(float)}, kWorkspaceAlignBytes);
+  plan->workspace_bytes =
+      plan->stream_k_flags_offset + round_up(sms * 2 * int64_t{sizeof(int)}, kWorkspaceAlignBytes);
+  plan->stream_k_bytes = plan->workspace_bytes - plan->stream_k_offset;
 }
 
-// The plan of a product as the launcher runs it: operands, row sums, stream-K.
-WgmmaPlan plan_product(const GemmParams& p) {
+// The plan of a product as the launcher runs it in `shape`: operands, row sums, stream-K.
+WgmmaPlan plan_product(const GemmParams& p, const WgmmaShape& shape) {
   WgmmaPlan plan = plan_wgmma(p);
-  plan_stream_k(p, choose_shape(p), &plan);
+  plan_stream_k(p, shape, &plan);
   return plan;
 }
 
@@ -560,8 +562,7 @@ struct WgmmaLauncher {
     if (p.M > INT_MAX || p.N > INT_MAX || p.K > INT_MAX || tiles_m * tiles_n * p.batch > INT_MAX) {
       return cudaErrorInvalidValue;
     }
-    WgmmaPlan plan = plan_wgmma(p);
-    plan_stream_k(p, shape, &plan);
+    WgmmaPlan plan = plan_product(p, shape);
     if (plan.workspace_bytes > p.workspace_bytes) return cudaErrorInvalidValue;
     const bool batched = p.batch > 1;
     if (plan.a.repack) {
@@ -599,12 +600,9 @@ struct WgmmaLauncher {
     }
     if (plan.row_sum.fused) wp.row_sum = sums;
     if (plan.stream_k_bytes > 0) {
-      char* base = static_cast<char*>(p.workspace) + plan.stream_k_offset;
-      wp.sk_partials = reinterpret_cast<float*>(base);
-      wp.sk_flags = reinterpret_cast<int*>(
-          base + round_up(current_sm_count() * kWgmmaBlockM * kWgmmaBlockN *
-                              int64_t{sizeof(float)},
-                          kWorkspaceAlignBytes));
+      char* workspace = static_cast<char*>(p.workspace);
+      wp.sk_partials = reinterpret_cast<float*>(workspace + plan.stream_k_offset);
+      wp.sk_flags = reinterpret_cast<int*>(workspace + plan.stream_k_flags_offset);
     }
     const cudaError_t err =
         launch_product<kConsumers, kMmaN>(plan, map_a, map_b, map_c, wp, shape, stream);
@@ -694,8 +692,8 @@ cudaError_t launch_gemm_wgmma_sm90(const GemmParams& params, cudaStream_t stream
 int64_t gemm_wgmma_sm90_workspace_bytes(const GemmParams& params) {
   if (params.M == 0 || params.N == 0 || params.batch == 0) return 0;
   if (params.dtype == DType::kFloat64) return 0;
-  return plan_product(runs_transposed(params) ? transposed_problem(params) : params)
-      .workspace_bytes;
+  const GemmParams& problem = runs_transposed(params) ? transposed_problem(params) : params;
+  return plan_product(problem, choose_shape(problem)).workspace_bytes;
 }
 
 }  // namespace torch_gemm
