@@ -1,7 +1,7 @@
 // Rung 7, wgmma_sm90: Hopper's warpgroup MMA fed by the tensor-memory accelerator, for bf16/fp16
-// and for fp32 as tf32. Measured on an H200 (record, 7b11bd1): 722 TFLOP/s at 4096³ bf16 NN
-// (torch.mm 725 in the same run, 0.996; 1.000 at 46a56ff), 8192³ 1.042 and 8192×12288×4096
-// 1.005 (stream-K), 4095³ 3.12, 1000³ 0.994 (64×128 tiles), 512×4096×4096 0.90 (split K); tf32
+// and for fp32 as tf32. Measured on an H200 (record, 6709b97): 713 TFLOP/s at 4096³ bf16 NN
+// (torch.mm 717 in the same run, 0.994; 1.000 at 46a56ff), 8192³ 1.045 and 8192×12288×4096
+// 1.006 (stream-K), 4095³ 3.15, 1000³ 0.981 (64×128 tiles), 512×4096×4096 0.90 (split K); tf32
 // NN 4096³ 0.979 (9534ee5).
 //
 // Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
