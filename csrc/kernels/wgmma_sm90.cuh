@@ -873,8 +873,10 @@ __device__ __forceinline__ void add_partial_sums(const WgmmaParams& p,
 // kSplitK > 1 (16-bit, kClusterM = 1): a cluster of kSplitK blocks shares each tile, block s
 // taking the s-th slice of K, and their partial sums meet in shared memory (reduce_split): for
 // products with too few tiles to fill the SMs. The launcher then gives each cluster one tile.
+// kStreamK: the walk may end in stream-K pieces (WgmmaParams::sk_turns); without it, every walk
+// is whole turns.
 template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM, int kConsumers, int kSplitK,
-          int kMmaN>
+          int kMmaN, bool kStreamK>
 __global__ void __launch_bounds__(WgmmaConfig<T, kConsumers, kMmaN>::kThreads, 1)
 gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                        const __grid_constant__ CUtensorMap map_b,
@@ -923,9 +925,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   const int k_end = min(k_begin + slice_k_tiles, all_k_tiles);
   // The bias enters once, through the first slice's partials.
   const bool has_bias = p.bias != nullptr && split == 0;
-  // Stream-K where the launcher may ask for it (16-bit two-consumer tiles, unsplit); elsewhere
-  // every walk is whole turns.
-  constexpr bool kStreamK = !Config::kTf32 && kConsumers == 2 && kSplitK == 1;
+  static_assert(!kStreamK || (!Config::kTf32 && kConsumers == 2 && kSplitK == 1),
+                "stream-K: 16-bit two-consumer tiles, unsplit");
+  // Only the stream-K kernel reads sk_turns: in the others every walk is whole turns, known so at
+  // compile time, and the walk's stream-K state takes no registers.
   const int sk_turns = kStreamK ? p.sk_turns : 0;
   const auto make_walk = [&] {
     return TileWalk(first_turn, turn_step, turns, sk_turns, all_k_tiles, k_begin, k_end);
@@ -1286,8 +1289,11 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         next_more = walk.next(&next_unit);
         tile_origin<Config, kClusterM>(p, next_unit.turn, rank, &next_z, &next_m0, &next_n0);
         // Keeps the compiler from sinking the divisions to where the results are used.
-        asm volatile("" : "+r"(next_z), "+r"(next_m0), "+r"(next_n0), "+r"(next_unit.k_begin),
-                     "+r"(next_unit.k_end), "+r"(next_unit.contributors_from));
+        asm volatile("" : "+r"(next_z), "+r"(next_m0), "+r"(next_n0));
+        if constexpr (kStreamK) {
+          asm volatile("" : "+r"(next_unit.k_begin), "+r"(next_unit.k_end),
+                       "+r"(next_unit.contributors_from));
+        }
       };
       // The accumulators start at the tile's bias, from the row the bias warp staged (all zeros
       // without a bias). One unconditional definition: accumulators defined on two paths made

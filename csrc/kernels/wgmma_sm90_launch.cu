@@ -320,19 +320,32 @@ int stream_k_turns(const WgmmaParams& wp, int64_t turns, int64_t slots, int64_t 
   return static_cast<int>(sk_turns);
 }
 
+// One kernel of the family, with its shared memory allowed (set before the occupancy query, too).
+template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB, int kClusterM,
+          int kSplitK, bool kStreamK>
+auto allowed_kernel(cudaError_t* err) {
+  using Config = WgmmaConfig<T, kConsumers, kMmaN>;
+  const auto kernel = gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB, kClusterM, kConsumers,
+                                             kSplitK, kMmaN, kStreamK>;
+  *err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes);
+  return kernel;
+}
+
 // The persistent grid: one block per SM, or as many clusters as fit at once, but never more
 // than there are turns, nor more than the number of turns per block needs. Split-K: one cluster
 // of kSplitK blocks per tile, each cluster one turn (reduce_split reuses the stage ring, which a
-// next tile's copies would overwrite).
+// next tile's copies would overwrite). Stream-K runs its own instantiation of the kernel: the
+// walk's state cost the whole-turn kernels registers (spills of the 16-bit 128×256 kernels
+// 100/176 -> 148/260 bytes, and ~0.5% at 4096³, benchmarks/NOTES.md, session 16).
 template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB, int kClusterM,
           int kSplitK>
 cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
                           const CUtensorMap& map_c, const WgmmaParams& wp, cudaStream_t stream) {
   using Config = WgmmaConfig<T, kConsumers, kMmaN>;
+  cudaError_t err = cudaSuccess;
   const auto kernel =
-      gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB, kClusterM, kConsumers, kSplitK, kMmaN>;
-  cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes);
+      allowed_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, kClusterM, kSplitK, false>(&err);
   if (err != cudaSuccess) return err;
   cudaLaunchConfig_t config{};
   cudaLaunchAttribute cluster{};
@@ -361,14 +374,21 @@ cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
   slots = std::min(slots, max_clusters());
   if (slots <= 0) return cudaErrorInvalidConfiguration;
   WgmmaParams run = wp;
-  constexpr bool kStreamK = !Config::kTf32 && kConsumers == 2;
-  const int64_t k_tiles = ceil_div(wp.K, Config::kBlockK);
-  run.sk_turns = kStreamK ? stream_k_turns(wp, turns, slots, k_tiles) : 0;
-  if (run.sk_turns > 0) {
-    // Every slot's flag starts at zero (each launch: a slot's partial is written once).
-    err = cudaMemsetAsync(run.sk_flags, 0, sizeof(int) * slots * kClusterM * kConsumers, stream);
-    if (err != cudaSuccess) return err;
-  } else if (turns > slots) {
+  if constexpr (!Config::kTf32 && kConsumers == 2 && kSplitK == 1) {
+    run.sk_turns = stream_k_turns(wp, turns, slots, ceil_div(wp.K, Config::kBlockK));
+    if (run.sk_turns > 0) {
+      // Every slot's flag starts at zero (each launch: a slot's partial is written once).
+      err = cudaMemsetAsync(run.sk_flags, 0, sizeof(int) * slots * kClusterM * kConsumers, stream);
+      if (err != cudaSuccess) return err;
+      const auto stream_k_kernel =
+          allowed_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, kClusterM, kSplitK, true>(&err);
+      if (err != cudaSuccess) return err;
+      config.gridDim = dim3(static_cast<unsigned>(slots * kClusterM));
+      return cudaLaunchKernelEx(&config, stream_k_kernel, map_a, map_b, map_c, run);
+    }
+  }
+  run.sk_turns = 0;
+  if (turns > slots) {
     // As few blocks as keep the number of turns per block: an SM left idle for the whole
     // kernel draws less power than one idle only in the last wave, and under the power cap the
     // others clock higher (8192³ bf16 on an H200: 1.02 -> 1.03 of cuBLAS with 128 of 132 SMs).
