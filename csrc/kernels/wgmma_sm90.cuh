@@ -1166,15 +1166,20 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     // 16-bit C on 128×256 tiles leaves late: a tile is packed (rounded) into 64
     // registers at its end, and its rounds of TMA stores go out during the next tile's first
     // k-tiles, while that tile's wgmmas run. The tensor cores idled ~2200 cycles a tile through
-    // the stores; now ~650 (the packing), but the k-tiles carrying the stores run ~850 cycles
-    // longer each (the main loop keeps shared memory near its bandwidth: the wgmmas read 80 and
-    // the copies write 47 of its 128 bytes a cycle), which leaves 0.5–1.4% (benchmarks/NOTES.md).
-    // fp32 C (tf32) would need all 128 registers; on 64×256 tiles a block has one or two tiles,
-    // nothing to hide behind (1000³ measured 7% slower deferred). Those leave at once.
+    // the stores; now ~650 (the packing). The main loop keeps shared memory near its bandwidth
+    // (the wgmmas read 80 of its 128 bytes a cycle), so the stores go one box (kPendingRing)
+    // every kStoreSpacing k-tiles: two boxes a k-tile over two k-tiles made those k-tiles ~850
+    // cycles longer each; one box a k-tile measured +0.8-0.9% at 4096³ and 8192×4096×4096, one
+    // every second k-tile +0.6-1.1% more (benchmarks/NOTES.md, session 16). fp32 C (tf32) would need all 128 registers; on 64×256
+    // tiles a block has one or two tiles, nothing to hide behind (1000³ measured 7% slower
+    // deferred). Those leave at once, through the whole ring.
     constexpr bool kDeferStores = !Config::kTf32 && Config::kConsumers == 2;
     // tf32's A fragments from an MN-major tile load rows in accumulator_row's permuted order.
     constexpr bool kRowsPermuted = Config::kTf32 && !kKMajorA;
     constexpr int kRounds = Config::kBoxesPerTile / Config::kEpilogueBoxes;
+    constexpr int kPendingRing = kDeferStores ? 1 : Config::kEpilogueBoxes;
+    constexpr int kPendingRounds = Config::kBoxesPerTile / kPendingRing;
+    constexpr int kStoreSpacing = kDeferStores ? 2 : 1;
     uint32_t packed[Config::kTf32 ? 1 : Config::kAccumulators / 2];
     bool pending = false;  // packed holds a tile not yet (all) stored
     int pending_z = 0, pending_row0 = 0, pending_n0 = 0;
@@ -1183,12 +1188,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     const auto store_pending_rounds = [&](int from, int to) {
       if constexpr (!Config::kTf32) {
 #pragma unroll
-        for (int round = 0; round < kRounds; ++round) {
+        for (int round = 0; round < kPendingRounds; ++round) {
           if (round < from || round >= to) continue;
-          store_round<Config>(&map_c, ring_addr, ring, consumer, leader, round, pending_z,
-                              pending_row0, pending_n0, [&](int box, uint32_t box_addr) {
-                                fill_box_packed<Config>(packed, box, box_addr);
-                              });
+          store_round<Config, false, kPendingRing>(
+              &map_c, ring_addr, ring, consumer, leader, round, pending_z, pending_row0,
+              pending_n0, [&](int box, uint32_t box_addr) {
+                fill_box_packed<Config>(packed, box, box_addr);
+              });
         }
       }
     };
@@ -1347,7 +1353,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
           wgmma_commit();
         }
         if (kt == unit.k_begin) prepare_next_tile();
-        if (pending) store_pending_rounds(kt - unit.k_begin, kt - unit.k_begin + 1);
+        if (pending && (kt - unit.k_begin) % kStoreSpacing == 0) {
+          const int round = (kt - unit.k_begin) / kStoreSpacing;
+          store_pending_rounds(round, round + 1);
+        }
         // The previous k-tile's wgmmas have finished reading their stage (and, for tf32, their
         // fragments): hand it back. This k-tile's stay in flight while the next stage is awaited.
         wgmma_wait<1>();
@@ -1362,7 +1371,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
       fence_accumulators(d);
       if (previous >= 0) release(previous);
       // The previous tile's rounds that its k-tiles were too few to carry.
-      if (pending) store_pending_rounds(unit.k_end - unit.k_begin, kRounds);
+      if (pending) {
+        store_pending_rounds((unit.k_end - unit.k_begin + kStoreSpacing - 1) / kStoreSpacing,
+                             kPendingRounds);
+      }
       pending = false;
       if constexpr (kStreamK) {
         // Without the tile's last k-tiles: the sums go to the workspace, for the cluster with
@@ -1406,7 +1418,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         if constexpr (kDeferStores) {
           pending = true;
         } else {
-          store_pending_rounds(0, kRounds);
+          store_pending_rounds(0, kPendingRounds);
         }
       } else if (p.c_transposed) {
 #pragma unroll
@@ -1427,7 +1439,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         }
       }
     }
-    if (pending) store_pending_rounds(0, kRounds);
+    if (pending) store_pending_rounds(0, kPendingRounds);
     // The shared memory the last stores read stays until they have read it; their writes need no
     // wait (the grid's completion includes them), which cost ~0.7 µs a block (1000³).
     if (leader) bulk_wait_read<0>();
