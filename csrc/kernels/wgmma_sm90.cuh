@@ -1,8 +1,8 @@
 // Rung 7, wgmma_sm90: Hopper's warpgroup MMA fed by the tensor-memory accelerator, for bf16/fp16
-// and for fp32 as tf32. Measured on an H200 (record, 6709b97): 713 TFLOP/s at 4096³ bf16 NN
-// (torch.mm 717 in the same run, 0.994; 1.000 at 46a56ff), 8192³ 1.045 and 8192×12288×4096
-// 1.006 (stream-K), 4095³ 3.15, 1000³ 0.981 (64×128 tiles), 512×4096×4096 0.90 (split K); tf32
-// NN 4096³ 0.979 (9534ee5).
+// and for fp32 as tf32. Measured on an H200 (record, 3fb3caa): 710 TFLOP/s at 4096³ bf16 NN
+// (torch.mm 701 in the same run, 1.013), 8192×4096×4096 1.012, 8192³ 1.050, 8192×12288×4096
+// 1.014 (stream-K), 4095³ 3.14, 1000³ 1.003 (64×128 tiles), 512×4096×4096 0.90 (split K); tf32
+// NN 4096³ 1.011, 8192³ 1.002.
 //
 // Over mma_sm80: one producer warp issues TMA copies of whole tiles into 128-byte-swizzled shared
 // memory, completing on mbarriers, so no thread computes an address or a bounds test in the main
@@ -14,11 +14,11 @@
 // cluster and share B through TMA multicast. The grid is persistent (one block per SM walking
 // the tiles in L2-friendly groups), and C leaves through shared memory by TMA stores that run on
 // while the consumers start the next tile (16-bit C on 128×256 tiles is packed into registers
-// first, and its stores are issued during the next tile's first k-tiles). A bias is staged per
-// tile by a producer warp and the accumulators start from it. Where the tiles are too few for the
-// SMs and K is long, a pair of blocks splits each tile's K and adds the partial sums
-// (reduce_split). Where the turns leave a last round partly idle, that round's k-tiles are dealt
-// to every cluster (stream-K, TileWalk), partial sums passing through the workspace.
+// first, and its stores are issued one box every second k-tile of the next tile). A bias is
+// staged per tile by a producer warp and the accumulators start from it. Where the tiles are
+// too few for the SMs and K is long, a pair of blocks splits each tile's K and adds the partial
+// sums (reduce_split). Where the turns leave a last round partly idle, that round's k-tiles are
+// dealt to every cluster (stream-K, TileWalk), partial sums passing through the workspace.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a type only: the driver is reached through the runtime)
@@ -1170,9 +1170,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     // (the wgmmas read 80 of its 128 bytes a cycle), so the stores go one box (kPendingRing)
     // every kStoreSpacing k-tiles: two boxes a k-tile over two k-tiles made those k-tiles ~850
     // cycles longer each; one box a k-tile measured +0.8-0.9% at 4096³ and 8192×4096×4096, one
-    // every second k-tile +0.6-1.1% more (benchmarks/NOTES.md, session 16). fp32 C (tf32) would need all 128 registers; on 64×256
-    // tiles a block has one or two tiles, nothing to hide behind (1000³ measured 7% slower
-    // deferred). Those leave at once, through the whole ring.
+    // every second k-tile +0.6-1.1% more (benchmarks/NOTES.md, session 16). fp32 C (tf32) would
+    // need all 128 registers; on 64×256 tiles a block has one or two tiles, nothing to hide
+    // behind (1000³ measured 7% slower deferred). Those leave at once, through the whole ring.
     constexpr bool kDeferStores = !Config::kTf32 && Config::kConsumers == 2;
     // tf32's A fragments from an MN-major tile load rows in accumulator_row's permuted order.
     constexpr bool kRowsPermuted = Config::kTf32 && !kKMajorA;
