@@ -710,10 +710,11 @@ __device__ __forceinline__ void fill_box_fp32_transposed(const float (&d)[128], 
 // One round of a consumer's epilogue: its ring of boxes filled (fill(box, address)) and written out
 // by TMA stores, which run on while the consumer goes on. The ring is refilled only once the
 // previous round's stores have read it; a round's waits, fence and barriers cost as much as its
-// fills, so a whole ring goes per round. The tile is kBoxesPerTile / kEpilogueBoxes rounds.
-// kTransposed: the boxes are fill_box_fp32_transposed's, stored into the caller's C.
+// fills, so a tile stored at once goes a whole ring per round (kBoxesPerTile / kEpilogueBoxes
+// rounds). kTransposed: the boxes are fill_box_fp32_transposed's, stored into the caller's C.
 // kRing: boxes a round, the whole ring unless fewer are asked for (split-K: the boxes a block
-// owns).
+// owns; the deferred stores of 128×256 tiles: one box a round, spread over the next tile's
+// k-tiles).
 template <typename Config, bool kTransposed = false, int kRing = Config::kEpilogueBoxes,
           typename Fill>
 __device__ __forceinline__ void store_round(const CUtensorMap* map_c, uint32_t ring_addr,
