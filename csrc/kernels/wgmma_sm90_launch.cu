@@ -301,11 +301,12 @@ int max_clusters() {
 // launcher planned it: plan_stream_k) and the turns leave the last round of `slots` clusters
 // idle long enough (8192×12288×4096: 1536 pairs of tiles, 23 rounds of 66 and 18 more, the last
 // round idle for 48 of its 66 clusters' 64 k-tiles). 0: none. Stream-K costs ~10-16 µs (H200,
-// bf16: the flags' memset, each cluster's partial written and read back, a second tile start),
-// ~20 k-tiles of 128×256: it pays where a cluster saves more than kStreamKMinSaved k-tiles
-// (tuner, against cuBLAS, mode 1: 8192×12288×4096 0.988 -> 1.013, 8192×4096×14336 0.998 ->
-// 1.019, 8192³ 1.027 -> 1.046, saving 47, 54, 62; 8192×4096×4096 0.995 -> 0.978, 4096³ 0.998 ->
-// 0.954, saving 15 and 8). The walk's arithmetic (units × clusters) stays within int.
+// bf16: ~3.5 µs to store a partial, ~7 µs for its finisher to wait for and read it; the flags'
+// memset measured nothing), ~20 k-tiles of 128×256: it pays where a cluster saves more than
+// kStreamKMinSaved k-tiles (tuner, against cuBLAS, mode 1: 8192×12288×4096 0.988 -> 1.013,
+// 8192×4096×14336 0.998 -> 1.019, 8192³ 1.027 -> 1.046, saving 47, 54, 62; 8192×4096×4096
+// 0.995 -> 0.978, 4096³ 0.998 -> 0.954, saving 15 and 8). The walk's arithmetic (units ×
+// clusters) stays within int.
 constexpr int64_t kStreamKMinSaved = 32;
 int stream_k_turns(const WgmmaParams& wp, int64_t turns, int64_t slots, int64_t k_tiles) {
   if (wp.sk_partials == nullptr || stream_k_mode() == 0 || turns <= slots || turns % slots == 0) {
@@ -387,7 +388,6 @@ cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
       return cudaLaunchKernelEx(&config, stream_k_kernel, map_a, map_b, map_c, run);
     }
   }
-  run.sk_turns = 0;
   if (turns > slots) {
     // As few blocks as keep the number of turns per block: an SM left idle for the whole
     // kernel draws less power than one idle only in the last wave, and under the power cap the
