@@ -10,9 +10,15 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/launch_status.h"
+
+// A runtime call's error, or a launcher's (LaunchStatus), for CHECK_CUDA.
+inline cudaError_t error_of(cudaError_t err) { return err; }
+inline cudaError_t error_of(const torch_gemm::LaunchStatus& status) { return status.error; }
+
 #define CHECK_CUDA(expr)                                                              \
   do {                                                                                \
-    cudaError_t err_ = (expr);                                                        \
+    cudaError_t err_ = error_of(expr);                                                \
     if (err_ != cudaSuccess) {                                                        \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr,              \
                    cudaGetErrorString(err_));                                         \

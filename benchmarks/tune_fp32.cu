@@ -34,13 +34,13 @@ SplitK g_split;
 template <typename Config>
 struct MultistageLaunch {
   template <typename LayoutA, typename LayoutB>
-  static cudaError_t run(const GemmParams& p, cudaStream_t s) {
+  static LaunchStatus run(const GemmParams& p, cudaStream_t s) {
     return run_multistage<Config, LayoutA, LayoutB>(p, g_split, static_cast<float*>(p.workspace), s);
   }
 };
 
 template <typename Config>
-cudaError_t run_config(const GemmParams& p, const SplitK& split, float* ws, cudaStream_t s) {
+LaunchStatus run_config(const GemmParams& p, const SplitK& split, float* ws, cudaStream_t s) {
   g_split = split;
   GemmParams with_workspace = p;
   with_workspace.workspace = ws;
@@ -49,21 +49,21 @@ cudaError_t run_config(const GemmParams& p, const SplitK& split, float* ws, cuda
 
 struct WarptileLaunch {
   template <typename LayoutA, typename LayoutB>
-  static cudaError_t run(const GemmParams& p, cudaStream_t s) {
+  static LaunchStatus run(const GemmParams& p, cudaStream_t s) {
     using C = WarptileConfig;
     dim3 grid;
     grid_for_block_tiles<C>(p, &grid);
     gemm_warptile_kernel<C, LayoutA, LayoutB><<<grid, C::kThreads, 0, s>>>(p);
-    return cudaGetLastError();
+    return check_launch("gemm_warptile_kernel");
   }
 };
 
-cudaError_t run_warptile(const GemmParams& p, cudaStream_t s) {
+LaunchStatus run_warptile(const GemmParams& p, cudaStream_t s) {
   return dispatch_operand_layouts<WarptileLaunch>(p, s);
 }
 
 // What kernel="multistage" launches: plan_multistage's configuration and split.
-cudaError_t run_planned(const GemmParams& p, const SplitK&, float* ws, cudaStream_t s) {
+LaunchStatus run_planned(const GemmParams& p, const SplitK&, float* ws, cudaStream_t s) {
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   const MultistagePlan plan = plan_multistage(p, sms);
@@ -75,7 +75,7 @@ struct Variant {
   std::string name;
   int block_m, block_n, block_k;
   bool try_split;
-  std::function<cudaError_t(const GemmParams&, const SplitK&, float*, cudaStream_t)> run;
+  std::function<LaunchStatus(const GemmParams&, const SplitK&, float*, cudaStream_t)> run;
 };
 
 template <typename Config>

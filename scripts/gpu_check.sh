@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine: build the extension with every CUDA kernel, run the whole test suite, run the
-# quick benchmark, and print a short summary last. Logs and results go under $OUT when it is set
+# quick benchmark, and print a short summary last. The suite includes the 20,000-call soak
+# (tests/test_soak.py, TORCH_GEMM_SOAK_CALLS). Logs and results go under $OUT when it is set
 # (the lent GPU machines copy $OUT back), else under ./gpu_check_out.
 #
 #   bash scripts/gpu_check.sh                 # build + tests + quick benchmark
@@ -47,7 +48,8 @@ fi
 
 if [ -z "${SKIP_TESTS:-}" ]; then
   start=$(date +%s)
-  TORCH_GEMM_FUZZ_CASES=${TORCH_GEMM_FUZZ_CASES:-5000} $PY -m pytest tests -q -rs -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/tests.log"
+  TORCH_GEMM_FUZZ_CASES=${TORCH_GEMM_FUZZ_CASES:-5000} TORCH_GEMM_SOAK_CALLS=${TORCH_GEMM_SOAK_CALLS:-20000} \
+    $PY -m pytest tests -q -rs -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/tests.log"
   rc=${PIPESTATUS[0]}
   summary+=("tests: $(tail -1 "$OUT/tests.log") (exit $rc, $(( $(date +%s) - start )) s)")
   [ "$rc" -eq 0 ] || status=1

@@ -62,6 +62,11 @@ struct GemmParams {
   // stream; null when none was asked for.
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
+
+  // Multiprocessors of the device the product runs on, set once per call by the torch boundary
+  // so that its workspace plan and the launcher's see the same device; 0: the launcher asks
+  // (sm_count_of).
+  int sm_count = 0;
 };
 
 }  // namespace torch_gemm

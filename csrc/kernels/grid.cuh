@@ -4,9 +4,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/gemm_params.h"
+#include "kernels/launch_status.h"
 
 namespace torch_gemm {
 
@@ -48,13 +50,33 @@ __device__ __forceinline__ void grouped_tile(Index tile, Index tiles_m, Index ti
   *tile_n = in_group / rows;
 }
 
-// Multiprocessors of the current device, for launchers that size their grids or tiles by it; 1 if
-// the query fails (the launch that follows reports the error).
+// Multiprocessors of the current device, asked of the runtime once per device and kept; 0 where
+// the query fails, its error taken from the last-error slot (a caller that needs the count
+// reports the failure: the torch boundary does, before any launcher plans with it).
+constexpr int kMaxCachedDevices = 64;
 inline int current_sm_count() {
+  static std::atomic<int> cached[kMaxCachedDevices] = {};
   int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 1;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 1;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (device >= 0 && device < kMaxCachedDevices) {
+    const int known = cached[device].load(std::memory_order_relaxed);
+    if (known > 0) return known;
+  }
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (device >= 0 && device < kMaxCachedDevices) cached[device].store(sms, std::memory_order_relaxed);
   return sms;
+}
+
+// The multiprocessors a launcher plans for: the count the torch boundary put in the params, so
+// that the workspace it sized and the launch agree; else the current device's (at least 1).
+inline int64_t sm_count_of(const GemmParams& p) {
+  return p.sm_count > 0 ? p.sm_count : std::max(current_sm_count(), 1);
 }
 
 constexpr int64_t kMaxGridZ = 65535;  // hardware limit on gridDim.z; launchers chunk the batch
@@ -73,14 +95,14 @@ __host__ __device__ inline GemmParams batch_element(GemmParams p, int64_t index)
 // (a launcher with blockIdx.z = batch element passes kMaxGridZ): chunk.batch is the chunk's size
 // and its pointers start at its first element. Stops at the first error.
 template <typename Launch>
-cudaError_t for_each_batch_chunk(const GemmParams& p, int64_t max_per_launch, Launch&& launch) {
+LaunchStatus for_each_batch_chunk(const GemmParams& p, int64_t max_per_launch, Launch&& launch) {
   for (int64_t first = 0; first < p.batch; first += max_per_launch) {
     GemmParams chunk = batch_element(p, first);
     chunk.batch = std::min(max_per_launch, p.batch - first);
-    const cudaError_t err = launch(chunk);
-    if (err != cudaSuccess) return err;
+    LaunchStatus status = launch(chunk);
+    if (!status.ok()) return status;
   }
-  return cudaSuccess;
+  return {};
 }
 
 }  // namespace torch_gemm

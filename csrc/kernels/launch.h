@@ -1,14 +1,16 @@
 // Host entry points of the CUDA rungs. Each takes the params struct and the stream to launch on,
-// returns the launch's cudaError_t (cudaGetLastError after the launch), and touches no torch API.
+// returns a LaunchStatus (the error of the step that failed, and which step), and touches no
+// torch API.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "kernels/gemm_params.h"
+#include "kernels/launch_status.h"
 
 namespace torch_gemm {
 
-using GemmLaunchFn = cudaError_t (*)(const GemmParams&, cudaStream_t);
+using GemmLaunchFn = LaunchStatus (*)(const GemmParams&, cudaStream_t);
 // Bytes of workspace a launch of these params needs (params.workspace), for the rungs that use one.
 using GemmWorkspaceFn = int64_t (*)(const GemmParams&);
 
@@ -24,14 +26,14 @@ constexpr int64_t kWgmmaNarrowBlockM = 64;
 constexpr int64_t kWgmmaBlockN = 256;
 constexpr int64_t kWgmmaSmallBlockN = 128;
 
-cudaError_t launch_gemm_naive(const GemmParams& params, cudaStream_t stream);
-cudaError_t launch_gemm_smem16(const GemmParams& params, cudaStream_t stream);
-cudaError_t launch_gemm_smem32(const GemmParams& params, cudaStream_t stream);
-// The register-tiled rungs take fp32 only (cudaErrorInvalidValue for any other dtype).
-cudaError_t launch_gemm_regtile(const GemmParams& params, cudaStream_t stream);
-cudaError_t launch_gemm_warptile(const GemmParams& params, cudaStream_t stream);
+LaunchStatus launch_gemm_naive(const GemmParams& params, cudaStream_t stream);
+LaunchStatus launch_gemm_smem16(const GemmParams& params, cudaStream_t stream);
+LaunchStatus launch_gemm_smem32(const GemmParams& params, cudaStream_t stream);
+// The register-tiled rungs take fp32 only (refused for any other dtype).
+LaunchStatus launch_gemm_regtile(const GemmParams& params, cudaStream_t stream);
+LaunchStatus launch_gemm_warptile(const GemmParams& params, cudaStream_t stream);
 // cp.async (sm_80+); with split-K it needs gemm_multistage_workspace_bytes of workspace.
-cudaError_t launch_gemm_multistage(const GemmParams& params, cudaStream_t stream);
+LaunchStatus launch_gemm_multistage(const GemmParams& params, cudaStream_t stream);
 int64_t gemm_multistage_workspace_bytes(const GemmParams& params);
 
 // The output tile and K split count multistage picks for an fp32 (M, N, K) on the current
@@ -41,12 +43,12 @@ struct MultistageChoice {
 };
 MultistageChoice multistage_choice(int64_t M, int64_t N, int64_t K);
 
-// Tensor cores (mma.sync, sm_80+): bf16 and fp16 only (cudaErrorInvalidValue for fp32 and fp64).
-cudaError_t launch_gemm_mma_sm80(const GemmParams& params, cudaStream_t stream);
+// Tensor cores (mma.sync, sm_80+): bf16 and fp16 only (refused for fp32 and fp64).
+LaunchStatus launch_gemm_mma_sm80(const GemmParams& params, cudaStream_t stream);
 
 // Hopper wgmma + TMA (sm_90a builds, compute capability 9.0): bf16 and fp16. Operands TMA cannot
 // address are first repacked into gemm_wgmma_sm90_workspace_bytes of workspace.
-cudaError_t launch_gemm_wgmma_sm90(const GemmParams& params, cudaStream_t stream);
+LaunchStatus launch_gemm_wgmma_sm90(const GemmParams& params, cudaStream_t stream);
 int64_t gemm_wgmma_sm90_workspace_bytes(const GemmParams& params);
 
 }  // namespace torch_gemm

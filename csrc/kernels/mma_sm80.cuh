@@ -581,18 +581,19 @@ gemm_mma_sm80_kernel(GemmParams p) {
 // Launches the kernel for one configuration, element type and operand layouts: dynamic shared
 // memory opt-in, tiles on gridDim.x (y past 2^31 - 1), the batch on gridDim.z in chunks.
 template <typename T, typename Config, typename LayoutA, typename LayoutB>
-cudaError_t run_mma_sm80(const GemmParams& p, cudaStream_t stream) {
+LaunchStatus run_mma_sm80(const GemmParams& p, cudaStream_t stream) {
   const auto kernel = gemm_mma_sm80_kernel<T, Config, LayoutA, LayoutB>;
   // Per device and cheap; set on every launch so that every GPU the process uses has it.
-  const cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes);
-  if (err != cudaSuccess) return err;
+  LaunchStatus status = check_call(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes),
+      "cudaFuncSetAttribute(MaxDynamicSharedMemorySize) of gemm_mma_sm80_kernel");
+  if (!status.ok()) return status;
   dim3 grid;
-  if (!grid_for_block_tiles<Config>(p, &grid)) return cudaErrorInvalidValue;
+  if (!grid_for_block_tiles<Config>(p, &grid)) return refuse("grid: more tiles than a grid holds");
   return for_each_batch_chunk(p, kMaxGridZ, [&](const GemmParams& chunk) {
     grid.z = static_cast<unsigned>(chunk.batch);
     kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(chunk);
-    return cudaGetLastError();
+    return check_launch("gemm_mma_sm80_kernel");
   });
 }
 

@@ -40,7 +40,7 @@ using KScalar = Sm80OperandLayout<Major::kK, false>;
 bool few_default_tiles(const GemmParams& p) {
   using Default = MmaSm80DefaultConfig;
   constexpr int64_t kSMsPerTile = 2;
-  const int64_t limit = current_sm_count() / kSMsPerTile;
+  const int64_t limit = sm_count_of(p) / kSMsPerTile;
   const int64_t tiles = ceil_div(p.M, Default::kBlockM) * ceil_div(p.N, Default::kBlockN);
   // Both factors below the limit first, so that the product cannot overflow.
   return tiles < limit && p.batch < limit && tiles * p.batch < limit;
@@ -49,7 +49,7 @@ bool few_default_tiles(const GemmParams& p) {
 // 16-byte copies for both operands: the default tile, or the small one for few tiles. Any
 // register-staged operand: the scalar configuration.
 template <typename T, typename LayoutA, typename LayoutB>
-cudaError_t run_layouts(const GemmParams& p, cudaStream_t stream) {
+LaunchStatus run_layouts(const GemmParams& p, cudaStream_t stream) {
   if constexpr (LayoutA::kAsync && LayoutB::kAsync) {
     return few_default_tiles(p)
                ? run_mma_sm80<T, MmaSm80SmallConfig, LayoutA, LayoutB>(p, stream)
@@ -60,20 +60,20 @@ cudaError_t run_layouts(const GemmParams& p, cudaStream_t stream) {
 }
 
 template <typename T, typename LayoutA>
-cudaError_t dispatch_sm80_layout_b(OperandKind kind_b, const GemmParams& p, cudaStream_t stream) {
+LaunchStatus dispatch_sm80_layout_b(OperandKind kind_b, const GemmParams& p, cudaStream_t stream) {
   switch (kind_b) {
     case OperandKind::kMNVec: return run_layouts<T, LayoutA, MNAsync>(p, stream);
     case OperandKind::kKVec: return run_layouts<T, LayoutA, KAsync>(p, stream);
     case OperandKind::kMNScalar: return run_layouts<T, LayoutA, MNScalar>(p, stream);
     case OperandKind::kKScalar: return run_layouts<T, LayoutA, KScalar>(p, stream);
   }
-  return cudaErrorInvalidValue;
+  return refuse("unknown operand layout");
 }
 
 // Each operand's loader from classify_operand with 16-byte chunks of 16-bit elements: the
 // 16-byte cp.async (kMNVec, kKVec) or element loads.
 template <typename T>
-cudaError_t dispatch_layouts(const GemmParams& p, cudaStream_t stream) {
+LaunchStatus dispatch_layouts(const GemmParams& p, cudaStream_t stream) {
   constexpr int64_t kChunk = Sm80Facts::kChunkElems;
   const bool batched = p.batch > 1;
   const OperandKind kind_a = classify_operand(p.a, p.M, p.K, p.a_stride_m, p.a_stride_k,
@@ -86,17 +86,17 @@ cudaError_t dispatch_layouts(const GemmParams& p, cudaStream_t stream) {
     case OperandKind::kMNScalar: return dispatch_sm80_layout_b<T, MNScalar>(kind_b, p, stream);
     case OperandKind::kKScalar: return dispatch_sm80_layout_b<T, KScalar>(kind_b, p, stream);
   }
-  return cudaErrorInvalidValue;
+  return refuse("unknown operand layout");
 }
 
 }  // namespace
 
-cudaError_t launch_gemm_mma_sm80(const GemmParams& params, cudaStream_t stream) {
+LaunchStatus launch_gemm_mma_sm80(const GemmParams& params, cudaStream_t stream) {
   // Tensor cores for the 16-bit types only; fp32 and fp64 stay on the SIMT rungs.
   if (params.dtype != DType::kBFloat16 && params.dtype != DType::kFloat16) {
-    return cudaErrorInvalidValue;
+    return refuse("this rung takes bfloat16 and float16 only");
   }
-  if (params.M == 0 || params.N == 0 || params.batch == 0) return cudaSuccess;  // empty C
+  if (params.M == 0 || params.N == 0 || params.batch == 0) return {};  // empty C
   const GemmParams p = normalized_params(params);
   return p.dtype == DType::kBFloat16 ? dispatch_layouts<__nv_bfloat16>(p, stream)
                                      : dispatch_layouts<__half>(p, stream);

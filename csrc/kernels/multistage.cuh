@@ -294,28 +294,32 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms) {
 // Launches the multistage kernel for one configuration and operand layouts, then, with split-K,
 // the reduction; `workspace` must hold splitk_workspace_bytes(p, split).
 template <typename Config, typename LayoutA, typename LayoutB>
-cudaError_t run_multistage(const GemmParams& p, const SplitK& split, float* workspace,
-                           cudaStream_t stream) {
+LaunchStatus run_multistage(const GemmParams& p, const SplitK& split, float* workspace,
+                            cudaStream_t stream) {
   constexpr int kStaticSmemLimit = 48 * 1024;  // above it, dynamic smem needs an opt-in
   const auto kernel = gemm_multistage_kernel<Config, LayoutA, LayoutB>;
   if (Config::kSmemBytes > kStaticSmemLimit) {
     // Per device and cheap; set on every launch so that every GPU the process uses has it.
-    const cudaError_t err = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes);
-    if (err != cudaSuccess) return err;
+    LaunchStatus status = check_call(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             Config::kSmemBytes),
+        "cudaFuncSetAttribute(MaxDynamicSharedMemorySize) of gemm_multistage_kernel");
+    if (!status.ok()) return status;
   }
   dim3 grid;
-  if (!grid_for_block_tiles<Config>(p, &grid)) return cudaErrorInvalidValue;
+  if (!grid_for_block_tiles<Config>(p, &grid)) return refuse("grid: more tiles than a grid holds");
   if (split.splits <= 1) {
     const SplitK whole{1, ceil_div(p.K, Config::kBlockK)};
     kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(p, whole, nullptr);
-    return cudaGetLastError();
+    return check_launch("gemm_multistage_kernel");
   }
-  if (workspace == nullptr || p.batch != 1) return cudaErrorInvalidValue;
+  if (workspace == nullptr || p.batch != 1) {
+    return refuse("split-K needs a workspace and a single product");
+  }
   grid.z = static_cast<unsigned>(split.splits);
   kernel<<<grid, Config::kThreads, Config::kSmemBytes, stream>>>(p, split, workspace);
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
+  LaunchStatus status = check_launch("gemm_multistage_kernel (split-K)");
+  if (!status.ok()) return status;
 
   const OutputView c = output_of(p);
   constexpr int kReduceThreads = 256;
@@ -330,7 +334,7 @@ cudaError_t run_multistage(const GemmParams& p, const SplitK& split, float* work
   } else {
     gemm_splitk_reduce_kernel<1><<<reduce_grid, kReduceThreads, 0, stream>>>(workspace, split.splits, c);
   }
-  return cudaGetLastError();
+  return check_launch("gemm_splitk_reduce_kernel");
 }
 
 }  // namespace torch_gemm

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/gemm_params.h"
+#include "kernels/launch_status.h"
 
 namespace torch_gemm {
 
@@ -58,14 +59,14 @@ __device__ __forceinline__ Acc add_bias(const GemmParams& p, int64_t n, Acc acc)
 // Runs Launcher<T>::run(params, stream) with the CUDA element type T for params.dtype, so that
 // each launcher is written once as a template and instantiated for all four dtypes.
 template <template <typename> class Launcher>
-cudaError_t dispatch_dtype(const GemmParams& params, cudaStream_t stream) {
+LaunchStatus dispatch_dtype(const GemmParams& params, cudaStream_t stream) {
   switch (params.dtype) {
     case DType::kFloat32: return Launcher<float>::run(params, stream);
     case DType::kFloat64: return Launcher<double>::run(params, stream);
     case DType::kFloat16: return Launcher<__half>::run(params, stream);
     case DType::kBFloat16: return Launcher<__nv_bfloat16>::run(params, stream);
   }
-  return cudaErrorInvalidValue;
+  return refuse("unknown dtype");
 }
 
 }  // namespace torch_gemm

@@ -324,20 +324,20 @@ using KMajorVec = OperandLayout<Major::kK, HardwareConfig::kVecFloats>;
 using KMajorScalar = OperandLayout<Major::kK, 1>;
 
 template <typename Launch, typename LayoutA>
-cudaError_t dispatch_layout_b(OperandKind kind_b, const GemmParams& p, cudaStream_t stream) {
+LaunchStatus dispatch_layout_b(OperandKind kind_b, const GemmParams& p, cudaStream_t stream) {
   switch (kind_b) {
     case OperandKind::kMNVec: return Launch::template run<LayoutA, MNMajorVec>(p, stream);
     case OperandKind::kMNScalar: return Launch::template run<LayoutA, MNMajorScalar>(p, stream);
     case OperandKind::kKVec: return Launch::template run<LayoutA, KMajorVec>(p, stream);
     case OperandKind::kKScalar: return Launch::template run<LayoutA, KMajorScalar>(p, stream);
   }
-  return cudaErrorInvalidValue;
+  return refuse("unknown operand layout");
 }
 
 // Runs Launch::run<LayoutA, LayoutB>(p, stream) with the layouts that fit A's and B's strides
 // and alignment: all four NN/NT/TN/TT layouts without copies, anything else through scalar loads.
 template <typename Launch>
-cudaError_t dispatch_operand_layouts(const GemmParams& p, cudaStream_t stream) {
+LaunchStatus dispatch_operand_layouts(const GemmParams& p, cudaStream_t stream) {
   const bool batched = p.batch > 1;
   const OperandKind kind_a =
       classify_operand(p.a, p.M, p.K, p.a_stride_m, p.a_stride_k, batched ? p.a_stride_batch : 0);
@@ -349,16 +349,16 @@ cudaError_t dispatch_operand_layouts(const GemmParams& p, cudaStream_t stream) {
     case OperandKind::kKVec: return dispatch_layout_b<Launch, KMajorVec>(kind_b, p, stream);
     case OperandKind::kKScalar: return dispatch_layout_b<Launch, KMajorScalar>(kind_b, p, stream);
   }
-  return cudaErrorInvalidValue;
+  return refuse("unknown operand layout");
 }
 
 // What every fp32 register-tiled launcher does before its kernel: refuse other dtypes, skip an
 // empty C, cut the batch into launches of at most kMaxGridZ and pick the operand layouts
 // (Launch::run<LayoutA, LayoutB> launches the kernel for one chunk of the batch).
 template <typename Launch>
-cudaError_t launch_fp32_tiled(const GemmParams& p, cudaStream_t stream) {
-  if (p.dtype != DType::kFloat32) return cudaErrorInvalidValue;  // fp32-only rungs
-  if (p.M == 0 || p.N == 0) return cudaSuccess;                  // empty C: nothing to write
+LaunchStatus launch_fp32_tiled(const GemmParams& p, cudaStream_t stream) {
+  if (p.dtype != DType::kFloat32) return refuse("this rung takes float32 only");
+  if (p.M == 0 || p.N == 0) return {};  // empty C: nothing to write
   return for_each_batch_chunk(p, kMaxGridZ, [&](const GemmParams& chunk) {
     return dispatch_operand_layouts<Launch>(chunk, stream);
   });

@@ -8,18 +8,18 @@ namespace {
 
 struct RegtileLaunch {
   template <typename LayoutA, typename LayoutB>
-  static cudaError_t run(const GemmParams& p, cudaStream_t stream) {
+  static LaunchStatus run(const GemmParams& p, cudaStream_t stream) {
     using Config = RegtileConfig;
     dim3 grid;
-    if (!grid_for_block_tiles<Config>(p, &grid)) return cudaErrorInvalidValue;
+    if (!grid_for_block_tiles<Config>(p, &grid)) return refuse("grid: more tiles than a grid holds");
     gemm_regtile_kernel<Config, LayoutA, LayoutB><<<grid, Config::kThreads, 0, stream>>>(p);
-    return cudaGetLastError();
+    return check_launch("gemm_regtile_kernel");
   }
 };
 
 }  // namespace
 
-cudaError_t launch_gemm_regtile(const GemmParams& params, cudaStream_t stream) {
+LaunchStatus launch_gemm_regtile(const GemmParams& params, cudaStream_t stream) {
   return launch_fp32_tiled<RegtileLaunch>(params, stream);
 }
 

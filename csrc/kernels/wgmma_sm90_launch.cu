@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "kernels/launch.h"
@@ -158,7 +159,7 @@ bool runs_transposed(const GemmParams& p) {
 // fp32 rounded to tf32 on the way (B, which the tensor cores read raw; A passes through registers
 // and is rounded there).
 template <typename T>
-cudaError_t repack(OperandPlan* op, int64_t orig_stride_x, int64_t orig_stride_k,
+LaunchStatus repack(OperandPlan* op, int64_t orig_stride_x, int64_t orig_stride_k,
                    int64_t orig_stride_batch, bool round_tf32, void* workspace,
                    cudaStream_t stream) {
   void* dst = static_cast<char*>(workspace) + op->workspace_offset;
@@ -183,17 +184,19 @@ cudaError_t repack(OperandPlan* op, int64_t orig_stride_x, int64_t orig_stride_k
       const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, kRepackMaxBlocks)));
       transpose_operand_kernel<T>
           <<<grid, dim3(kTransposeTile, kTransposeRows), 0, stream>>>(view);
+      LaunchStatus status = check_launch("transpose_operand_kernel (repack)");
+      if (!status.ok()) return status;
     } else {
       const int64_t chunks = ceil_div(view.inner, kRepackChunkBytes / int64_t{sizeof(T)});
       const int64_t pieces = view.batch * view.outer * ceil_div(chunks, kRepackThreads);
       const dim3 grid(static_cast<unsigned>(std::min<int64_t>(pieces, kRepackMaxBlocks)));
       repack_operand_kernel<T><<<grid, kRepackThreads, 0, stream>>>(view);
+      LaunchStatus status = check_launch("repack_operand_kernel (repack)");
+      if (!status.ok()) return status;
     }
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
   }
   op->ptr = dst;
-  return cudaSuccess;
+  return {};
 }
 
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
@@ -204,6 +207,7 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
     if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, kDriverApiVersion,
                                          cudaEnableDefault, &found) != cudaSuccess ||
         found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();  // reported by each encode that finds no encoder
       fn = nullptr;
     }
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
@@ -220,11 +224,27 @@ constexpr CUtensorMapL2promotion kOperandL2Promotion = CU_TENSOR_MAP_L2_PROMOTIO
 // The 3-D tensor map of an operand: (K, X, batch) for a K-major one, copied in boxes of
 // (kBlockK, box_rows); (X, K, batch) for an MN-major one, in boxes of (kMNBox, kBlockK). Strides
 // of dimensions never stepped along (extent <= 1) are replaced by valid ones.
+// What a tensor-map encode was given, for the message of one that failed.
+std::string describe_map(const char* which, CUresult result, const void* address,
+                         const cuuint64_t (&dims)[3], const cuuint64_t (&strides)[2],
+                         const cuuint32_t (&box)[3]) {
+  return std::string("tensor-map encode of ") + which + " (cuTensorMapEncodeTiled returned " +
+         std::to_string(static_cast<int>(result)) + ") for address " +
+         std::to_string(reinterpret_cast<uintptr_t>(address)) + ", dims [" +
+         std::to_string(dims[0]) + ", " + std::to_string(dims[1]) + ", " + std::to_string(dims[2]) +
+         "], byte strides [" + std::to_string(strides[0]) + ", " + std::to_string(strides[1]) +
+         "], box [" + std::to_string(box[0]) + ", " + std::to_string(box[1]) + ", " +
+         std::to_string(box[2]) + "]";
+}
+
+constexpr const char* kNoEncoder =
+    "tensor-map encode: the driver offers no cuTensorMapEncodeTiled (needs CUDA 12.0 or newer)";
+
 template <typename Config>
-bool encode_operand_map(CUtensorMap* map, const OperandPlan& op, int box_rows,
-                        CUtensorMapDataType type) {
+LaunchStatus encode_operand_map(CUtensorMap* map, const OperandPlan& op, int box_rows,
+                                CUtensorMapDataType type, const char* which) {
   const auto encode = tensor_map_encoder();
-  if (encode == nullptr) return false;
+  if (encode == nullptr) return refuse(kNoEncoder);
   const int64_t e = Config::kElementBytes;
   const int64_t inner = std::max<int64_t>(op.k_major ? op.extent_k : op.extent_x, 1);
   const int64_t outer = std::max<int64_t>(op.k_major ? op.extent_x : op.extent_k, 1);
@@ -240,10 +260,12 @@ bool encode_operand_map(CUtensorMap* map, const OperandPlan& op, int box_rows,
   const cuuint32_t box[3] = {static_cast<cuuint32_t>(op.k_major ? Config::kBlockK : Config::kMNBox),
                              static_cast<cuuint32_t>(op.k_major ? box_rows : Config::kBlockK), 1};
   const cuuint32_t element_strides[3] = {1, 1, 1};
-  return encode(map, type, 3, const_cast<void*>(op.ptr), dims, strides, box, element_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                kOperandL2Promotion,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;  // NONE: zeros outside
+  const CUresult result =
+      encode(map, type, 3, const_cast<void*>(op.ptr), dims, strides, box, element_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, kOperandL2Promotion,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // NONE: zeros outside
+  if (result == CUDA_SUCCESS) return {};
+  return refuse(describe_map(which, result, op.ptr, dims, strides, box));
 }
 
 // Whether the epilogue can hand C to TMA stores: unit column stride, base and row (and batch)
@@ -256,9 +278,9 @@ bool tma_store_ok(const GemmParams& p) {
 
 // The 3-D tensor map of C, (N, M, batch), stored in boxes of (kBoxCols, kMmaM): one epilogue box.
 template <typename Config>
-bool encode_output_map(CUtensorMap* map, const GemmParams& p, CUtensorMapDataType type) {
+LaunchStatus encode_output_map(CUtensorMap* map, const GemmParams& p, CUtensorMapDataType type) {
   const auto encode = tensor_map_encoder();
-  if (encode == nullptr) return false;
+  if (encode == nullptr) return refuse(kNoEncoder);
   const int64_t e = Config::kElementBytes;
   int64_t row_stride = p.c_stride_m * e;
   if (p.M <= 1) row_stride = round_up(p.N * e, kTmaAlignBytes);
@@ -270,9 +292,11 @@ bool encode_output_map(CUtensorMap* map, const GemmParams& p, CUtensorMapDataTyp
                                  static_cast<cuuint64_t>(batch_stride)};
   const cuuint32_t box[3] = {Config::kBoxCols, Config::kMmaM, 1};
   const cuuint32_t element_strides[3] = {1, 1, 1};
-  return encode(map, type, 3, p.c, dims, strides, box, element_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  const CUresult result = encode(map, type, 3, p.c, dims, strides, box, element_strides,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result == CUDA_SUCCESS) return {};
+  return refuse(describe_map("C", result, p.c, dims, strides, box));
 }
 
 // Stream-K (TileWalk): 0 off; 1 (the default) spreads the turns of the last, partial round over
@@ -324,12 +348,16 @@ int stream_k_turns(const WgmmaParams& wp, int64_t turns, int64_t slots, int64_t 
 // One kernel of the family, with its shared memory allowed (set before the occupancy query, too).
 template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB, int kClusterM,
           int kSplitK, bool kStreamK>
-auto allowed_kernel(cudaError_t* err) {
+auto allowed_kernel(LaunchStatus* status) {
   using Config = WgmmaConfig<T, kConsumers, kMmaN>;
   const auto kernel = gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB, kClusterM, kConsumers,
                                              kSplitK, kMmaN, kStreamK>;
-  *err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes);
+  *status = check_call(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes),
+      [] {
+        return "cudaFuncSetAttribute(MaxDynamicSharedMemorySize, " +
+               std::to_string(Config::kSmemBytes) + " bytes) of gemm_wgmma_sm90_kernel";
+      });
   return kernel;
 }
 
@@ -341,14 +369,23 @@ auto allowed_kernel(cudaError_t* err) {
 // 100/176 -> 148/260 bytes, and ~0.5% at 4096³, benchmarks/NOTES.md, session 16).
 template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB, int kClusterM,
           int kSplitK>
-cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
-                          const CUtensorMap& map_c, const WgmmaParams& wp, cudaStream_t stream) {
+LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
+                           const CUtensorMap& map_c, const WgmmaParams& wp, int64_t sms,
+                           cudaStream_t stream) {
   using Config = WgmmaConfig<T, kConsumers, kMmaN>;
-  cudaError_t err = cudaSuccess;
+  LaunchStatus status;
   const auto kernel =
-      allowed_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, kClusterM, kSplitK, false>(&err);
-  if (err != cudaSuccess) return err;
+      allowed_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, kClusterM, kSplitK, false>(&status);
+  if (!status.ok()) return status;
   cudaLaunchConfig_t config{};
+  const auto launch_step = [&config](const char* what) {
+    return [&config, what] {
+      return std::string("cudaLaunchKernelEx of gemm_wgmma_sm90_kernel (") + what + ", grid " +
+             std::to_string(config.gridDim.x) + ", cluster " +
+             std::to_string(kClusterM * kSplitK) + ", " + std::to_string(Config::kSmemBytes) +
+             " bytes of shared memory)";
+    };
+  };
   cudaLaunchAttribute cluster{};
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = kClusterM * kSplitK;
@@ -362,30 +399,40 @@ cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
   const int64_t turns = ceil_div(wp.tiles_m, kClusterM) * wp.tiles_n * wp.batch;
   if constexpr (kSplitK > 1) {
     config.gridDim = dim3(static_cast<unsigned>(turns * kSplitK));
-    return cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, wp);
+    return check_call(cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, wp),
+                      launch_step("split-K"));
   }
   int slots = 0;  // clusters resident at once
   if (kClusterM > 1) {
     config.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(turns, 1024) * kClusterM));
-    err = cudaOccupancyMaxActiveClusters(&slots, kernel, &config);
+    status = check_call(cudaOccupancyMaxActiveClusters(&slots, kernel, &config),
+                        "cudaOccupancyMaxActiveClusters of gemm_wgmma_sm90_kernel");
+    if (!status.ok()) return status;
   } else {
-    slots = current_sm_count();
+    slots = static_cast<int>(sms);
   }
-  if (err != cudaSuccess) return err;
   slots = std::min(slots, max_clusters());
-  if (slots <= 0) return cudaErrorInvalidConfiguration;
+  if (slots <= 0) {
+    return {cudaErrorInvalidConfiguration,
+            "cudaOccupancyMaxActiveClusters of gemm_wgmma_sm90_kernel: no cluster of " +
+                std::to_string(kClusterM) + " fits on the device"};
+  }
   WgmmaParams run = wp;
   if constexpr (!Config::kTf32 && kConsumers == 2 && kSplitK == 1) {
     run.sk_turns = stream_k_turns(wp, turns, slots, ceil_div(wp.K, Config::kBlockK));
     if (run.sk_turns > 0) {
       // Every slot's flag starts at zero (each launch: a slot's partial is written once).
-      err = cudaMemsetAsync(run.sk_flags, 0, sizeof(int) * slots * kClusterM * kConsumers, stream);
-      if (err != cudaSuccess) return err;
+      status = check_call(
+          cudaMemsetAsync(run.sk_flags, 0, sizeof(int) * slots * kClusterM * kConsumers, stream),
+          "cudaMemsetAsync of the stream-K flags");
+      if (!status.ok()) return status;
       const auto stream_k_kernel =
-          allowed_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, kClusterM, kSplitK, true>(&err);
-      if (err != cudaSuccess) return err;
+          allowed_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, kClusterM, kSplitK, true>(
+              &status);
+      if (!status.ok()) return status;
       config.gridDim = dim3(static_cast<unsigned>(slots * kClusterM));
-      return cudaLaunchKernelEx(&config, stream_k_kernel, map_a, map_b, map_c, run);
+      return check_call(cudaLaunchKernelEx(&config, stream_k_kernel, map_a, map_b, map_c, run),
+                        launch_step("stream-K"));
     }
   }
   if (turns > slots) {
@@ -395,7 +442,8 @@ cudaError_t launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
     slots = static_cast<int>(ceil_div(turns, ceil_div(turns, slots)));
   }
   config.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(turns, slots) * kClusterM));
-  return cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, run);
+  return check_call(cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, run),
+                    launch_step("persistent"));
 }
 
 // Whether pairs of blocks may share B through TMA multicast (kClusterM = 2): on by default, where
@@ -421,22 +469,23 @@ struct WgmmaShape {
   int block_n = static_cast<int>(kWgmmaBlockN);  // or kWgmmaSmallBlockN (one consumer, 16-bit)
   bool clusters = false;
   int split_k = 1;
+  int64_t sms = 1;  // the multiprocessors it was chosen for (sm_count_of)
 };
 
 template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB>
-cudaError_t launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
+LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
                           const CUtensorMap& map_c, const WgmmaParams& wp, const WgmmaShape& shape,
                           cudaStream_t stream) {
   if constexpr (!std::is_same_v<T, float> && kConsumers == 2 && kMmaN == kWgmmaBlockN) {
     if (shape.split_k == kWgmmaSplitK) {
       return launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, kWgmmaSplitK>(
-          map_a, map_b, map_c, wp, stream);
+          map_a, map_b, map_c, wp, shape.sms, stream);
     }
   }
   return shape.clusters ? launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 2, 1>(
-                              map_a, map_b, map_c, wp, stream)
+                              map_a, map_b, map_c, wp, shape.sms, stream)
                         : launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 1>(
-                              map_a, map_b, map_c, wp, stream);
+                              map_a, map_b, map_c, wp, shape.sms, stream);
 }
 
 // TORCH_GEMM_WGMMA_SHAPE=CxS[xN] forces C consumer warpgroups (1: 64-row tiles, 2: 128-row), S
@@ -445,7 +494,7 @@ cudaError_t launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
 // Read once per process.
 WgmmaShape forced_shape() {
   static const WgmmaShape forced = [] {
-    WgmmaShape shape{0, static_cast<int>(kWgmmaBlockN), false, 0};
+    WgmmaShape shape{0, static_cast<int>(kWgmmaBlockN), false, 0, 1};
     const char* env = std::getenv("TORCH_GEMM_WGMMA_SHAPE");
     int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
     const int fields =
@@ -476,13 +525,14 @@ WgmmaShape forced_shape() {
 // 0.768).
 WgmmaShape choose_shape(const GemmParams& p) {
   constexpr int64_t kSplitMinKTiles = 32;
-  const int64_t sms = current_sm_count();
+  const int64_t sms = sm_count_of(p);
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
   // Tiles over the batch (fewer than C's elements: no overflow).
   const int64_t wide = wide_m * tiles_n * p.batch;
   const int64_t small = narrow_m * ceil_div(p.N, kWgmmaSmallBlockN) * p.batch;  // 64×128 tiles
   WgmmaShape shape;
+  shape.sms = sms;
   shape.consumers = wide < sms / 2 ? 1 : 2;
   // 16-bit products without fused row sums (row_sum's slices follow 256-column tiles) may take
   // 64×128 tiles or split K.
@@ -521,7 +571,7 @@ WgmmaShape choose_shape(const GemmParams& p) {
 // unsplit, without fused row sums, more of them than clusters can be resident. A partial sum per
 // block (kBlockM × kBlockN floats; at most one block per SM) and a flag per consumer.
 void plan_stream_k(const GemmParams& p, const WgmmaShape& shape, WgmmaPlan* plan) {
-  const int64_t sms = current_sm_count();
+  const int64_t sms = shape.sms;
   const int64_t tiles = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, kWgmmaBlockN) * p.batch;
   if (p.dtype == DType::kFloat32 || p.row_sum != nullptr || stream_k_mode() == 0 ||
       shape.consumers != 2 || shape.block_n != kWgmmaBlockN || shape.split_k != 1 ||
@@ -550,11 +600,11 @@ template <> constexpr CUtensorMapDataType kTensorMapType<__half> = CU_TENSOR_MAP
 
 template <typename T>
 struct WgmmaLauncher {
-  static cudaError_t run(const GemmParams& p, cudaStream_t stream) {
+  static LaunchStatus run(const GemmParams& p, cudaStream_t stream) {
     if constexpr (std::is_same_v<T, double>) {
-      return cudaErrorInvalidValue;  // bf16 / fp16, and fp32 read as tf32
+      return refuse("this rung takes bfloat16, float16 and float32 (as tf32) only");
     } else {
-      if (p.M == 0 || p.N == 0 || p.batch == 0) return cudaSuccess;
+      if (p.M == 0 || p.N == 0 || p.batch == 0) return {};
       const bool transposed = runs_transposed(p);
       const GemmParams& problem = transposed ? transposed_problem(p) : p;
       const WgmmaShape shape = choose_shape(problem);
@@ -574,27 +624,30 @@ struct WgmmaLauncher {
   // p is the product the kernel computes, caller the caller's, whose C the tensor map of C
   // follows (they differ where transposed: p is then caller's Cᵀ = Bᵀ·Aᵀ).
   template <int kConsumers, int kMmaN>
-  static cudaError_t run_config(const GemmParams& p, const GemmParams& caller, bool transposed,
-                                const WgmmaShape& shape, cudaStream_t stream) {
+  static LaunchStatus run_config(const GemmParams& p, const GemmParams& caller, bool transposed,
+                                 const WgmmaShape& shape, cudaStream_t stream) {
     using Config = WgmmaConfig<T, kConsumers, kMmaN>;
     const int64_t tiles_m = ceil_div(p.M, Config::kBlockM);
     const int64_t tiles_n = ceil_div(p.N, Config::kBlockN);
     if (p.M > INT_MAX || p.N > INT_MAX || p.K > INT_MAX || tiles_m * tiles_n * p.batch > INT_MAX) {
-      return cudaErrorInvalidValue;
+      return refuse("extents past 32 bits");
     }
     WgmmaPlan plan = plan_product(p, shape);
-    if (plan.workspace_bytes > p.workspace_bytes) return cudaErrorInvalidValue;
+    if (plan.workspace_bytes > p.workspace_bytes) {
+      return refuse("workspace of " + std::to_string(p.workspace_bytes) + " bytes, the plan needs " +
+                    std::to_string(plan.workspace_bytes));
+    }
     const bool batched = p.batch > 1;
     if (plan.a.repack) {
-      const cudaError_t err = repack<T>(&plan.a, p.a_stride_m, p.a_stride_k,
-                                        batched ? p.a_stride_batch : 0, false, p.workspace, stream);
-      if (err != cudaSuccess) return err;
+      LaunchStatus status = repack<T>(&plan.a, p.a_stride_m, p.a_stride_k,
+                                      batched ? p.a_stride_batch : 0, false, p.workspace, stream);
+      if (!status.ok()) return status;
     }
     if (plan.b.repack) {
-      const cudaError_t err =
+      LaunchStatus status =
           repack<T>(&plan.b, p.b_stride_n, p.b_stride_k, batched ? p.b_stride_batch : 0,
                     std::is_same_v<T, float>, p.workspace, stream);
-      if (err != cudaSuccess) return err;
+      if (!status.ok()) return status;
     }
     // C goes through TMA as the product's C where TMA can address that, else (transposed, fp32
     // only) as the caller's C, its boxes (kBoxCols × kMmaM) filled transposed.
@@ -602,12 +655,15 @@ struct WgmmaLauncher {
     const bool store_transposed = transposed && !product_store && tma_store_ok(caller);
     const bool tma_store = product_store || store_transposed;
     CUtensorMap map_a, map_b, map_c{};
-    if (!encode_operand_map<Config>(&map_a, plan.a, Config::kBlockM, kTensorMapType<T>) ||
-        !encode_operand_map<Config>(&map_b, plan.b, Config::kBlockN / (shape.clusters ? 2 : 1),
-                                    kTensorMapType<T>) ||
-        (tma_store && !encode_output_map<Config>(&map_c, store_transposed ? caller : p,
-                                                 kTensorMapType<T>))) {
-      return cudaErrorInvalidValue;
+    LaunchStatus status =
+        encode_operand_map<Config>(&map_a, plan.a, Config::kBlockM, kTensorMapType<T>, "A");
+    if (!status.ok()) return status;
+    status = encode_operand_map<Config>(&map_b, plan.b, Config::kBlockN / (shape.clusters ? 2 : 1),
+                                        kTensorMapType<T>, "B");
+    if (!status.ok()) return status;
+    if (tma_store) {
+      status = encode_output_map<Config>(&map_c, store_transposed ? caller : p, kTensorMapType<T>);
+      if (!status.ok()) return status;
     }
     WgmmaParams wp{static_cast<int>(p.M), static_cast<int>(p.N), static_cast<int>(p.K),
                    static_cast<int>(p.batch), static_cast<int>(tiles_m), static_cast<int>(tiles_n),
@@ -615,8 +671,8 @@ struct WgmmaLauncher {
                    tma_store, store_transposed, RowSumView{}};
     const RowSumView sums = row_sum_view(p, plan);
     if (p.row_sum != nullptr && !plan.row_sum.fused) {
-      const cudaError_t err = launch_row_sum_slices(sums, stream);
-      if (err != cudaSuccess) return err;
+      status = launch_row_sum_slices(sums, stream);
+      if (!status.ok()) return status;
     }
     if (plan.row_sum.fused) wp.row_sum = sums;
     if (plan.stream_k_bytes > 0) {
@@ -624,15 +680,14 @@ struct WgmmaLauncher {
       wp.sk_partials = reinterpret_cast<float*>(workspace + plan.stream_k_offset);
       wp.sk_flags = reinterpret_cast<int*>(workspace + plan.stream_k_flags_offset);
     }
-    const cudaError_t err =
-        launch_product<kConsumers, kMmaN>(plan, map_a, map_b, map_c, wp, shape, stream);
-    if (err != cudaSuccess || p.row_sum == nullptr) return err;
+    status = launch_product<kConsumers, kMmaN>(plan, map_a, map_b, map_c, wp, shape, stream);
+    if (!status.ok() || p.row_sum == nullptr) return status;
     return launch_row_sum_finish(sums, static_cast<T*>(p.row_sum), stream);
   }
 
   // The kernel instantiated for the operands' majors (tf32's B is always K-major).
   template <int kConsumers, int kMmaN>
-  static cudaError_t launch_product(const WgmmaPlan& plan, const CUtensorMap& map_a,
+  static LaunchStatus launch_product(const WgmmaPlan& plan, const CUtensorMap& map_a,
                                     const CUtensorMap& map_b, const CUtensorMap& map_c,
                                     const WgmmaParams& wp, const WgmmaShape& shape,
                                     cudaStream_t stream) {
@@ -669,21 +724,21 @@ struct WgmmaLauncher {
     return v;
   }
 
-  static cudaError_t launch_row_sum_slices(const RowSumView& v, cudaStream_t stream) {
-    if (v.slices == 0) return cudaSuccess;
+  static LaunchStatus launch_row_sum_slices(const RowSumView& v, cudaStream_t stream) {
+    if (v.slices == 0) return {};
     const int64_t row_blocks = ceil_div(v.M, kRowSumWarps * kRowSumRowsPerWarp);
     const dim3 grid(static_cast<unsigned>(row_blocks * v.batch), static_cast<unsigned>(v.slices));
     row_sum_slices_kernel<T, kRowSumRowsPerWarp>
         <<<grid, kRowSumWarps * 32, 0, stream>>>(v, static_cast<int>(row_blocks));
-    return cudaGetLastError();
+    return check_launch("row_sum_slices_kernel");
   }
 
-  static cudaError_t launch_row_sum_finish(const RowSumView& v, T* out, cudaStream_t stream) {
+  static LaunchStatus launch_row_sum_finish(const RowSumView& v, T* out, cudaStream_t stream) {
     const int64_t rows = static_cast<int64_t>(v.batch) * v.M;
     const dim3 grid(static_cast<unsigned>(
         std::min<int64_t>(std::max<int64_t>(ceil_div(rows, kFinishRows), 1), kFinishMaxBlocks)));
     row_sum_finish_kernel<T><<<grid, kFinishThreads, 0, stream>>>(v, out);
-    return cudaGetLastError();
+    return check_launch("row_sum_finish_kernel");
   }
 };
 
@@ -691,9 +746,10 @@ struct WgmmaLauncher {
 bool device_runs_sm90a() {
 #ifdef TORCH_GEMM_WITH_SM90A
   int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    (void)cudaGetLastError();  // the caller reports the refusal
     return false;
   }
   return major == 9 && minor == 0;
@@ -704,8 +760,10 @@ bool device_runs_sm90a() {
 
 }  // namespace
 
-cudaError_t launch_gemm_wgmma_sm90(const GemmParams& params, cudaStream_t stream) {
-  if (!device_runs_sm90a()) return cudaErrorInvalidDeviceFunction;
+LaunchStatus launch_gemm_wgmma_sm90(const GemmParams& params, cudaStream_t stream) {
+  if (!device_runs_sm90a()) {
+    return {cudaErrorInvalidDeviceFunction, "device check: not a compute capability 9.0 device"};
+  }
   return dispatch_dtype<WgmmaLauncher>(params, stream);
 }
 

@@ -1,5 +1,6 @@
 // The gemm ops on CUDA tensors: device guard, current stream, the dispatch table of rungs, and a
-// launch check after every launch. Compiled only when the CUDA kernels are.
+// check of every launch that reports the failing step as this op's, and only what this op caused.
+// Compiled only when the CUDA kernels are.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -85,8 +86,35 @@ std::string_view choose_auto_kernel(DType dtype, bool allow_tf32, int sm, int64_
   return tiles < kMinWarptileTiles ? "smem32" : "warptile";
 }
 
+// An error that an earlier CUDA call left in this thread's last-error slot is not this op's: the
+// launchers read that slot after each <<<...>>> launch, and would report it as theirs. A
+// recoverable one is taken out of the slot and named in a warning; a sticky one (the context is
+// unusable, every later call fails) stops the op with a message that says it came before.
+void clear_earlier_error(const char* op) {
+  const cudaError_t earlier = cudaPeekAtLastError();
+  if (earlier == cudaSuccess) return;
+  (void)cudaGetLastError();
+  const cudaError_t still = cudaPeekAtLastError();
+  TORCH_CHECK(still == cudaSuccess, op, ": the CUDA context is unusable: an earlier CUDA call failed "
+              "with '", cudaGetErrorString(still), "' before this op ran (not caused by ", op, ")");
+  TORCH_WARN(op, ": an earlier CUDA call left the error '", cudaGetErrorString(earlier),
+             "' unchecked in this thread; ", op, " cleared it and ran (the error was not its own)");
+}
+
+// Multiprocessors of the current device, queried once per device (C10_CUDA_CHECK'd), so that the
+// workspace plan and the launcher's plan of one call see the same count.
+int current_device_sm_count() {
+  const int sms = current_sm_count();
+  if (sms > 0) return sms;
+  int device = 0, count = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  return count;
+}
+
 void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const at::Tensor& like) {
   const c10::cuda::CUDAGuard device_guard(like.device());
+  clear_earlier_error(op);
   const int sm = current_sm();  // queried once: the auto rule and the table's min_sm both use it
   // TF32 exactly where torch.mm would use it: the flag cuBLAS's path reads.
   const bool allow_tf32 = at::globalContext().allowTF32CuBLAS();
@@ -99,6 +127,7 @@ void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const
               "allow it with torch.backends.cuda.matmul.allow_tf32 = True (or "
               "torch.set_float32_matmul_precision('high')), or pick a CUDA-core kernel");
   drop_unfused_outputs(entry, params);
+  params.sm_count = current_device_sm_count();
 
   // Scratch from the caching allocator on the current stream, freed (for reuse by later work on
   // that stream) when this call returns.
@@ -111,10 +140,11 @@ void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const
     }
   }
 
-  const cudaError_t err = entry.run(params, c10::cuda::getCurrentCUDAStream());
-  TORCH_CHECK(err == cudaSuccess, op, ": launch of kernel '", entry.name, "' failed for M=",
-              params.M, " N=", params.N, " K=", params.K, " batch=", params.batch, ": ",
-              cudaGetErrorString(err));
+  const LaunchStatus status = entry.run(params, c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(status.ok(), op, ": kernel '", entry.name, "' failed for M=", params.M, " N=",
+              params.N, " K=", params.K, " batch=", params.batch, " (", to_scalar_type(params.dtype),
+              "): ", status.step.empty() ? "launch" : status.step, ": ",
+              cudaGetErrorString(status.error));
 }
 
 }  // namespace
