@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 import torch
 
@@ -20,3 +22,11 @@ def pytest_report_header(config):
         f"torch {torch.__version__}, GPU: {gpu}",
         f"random inputs seeded with TORCH_GEMM_TEST_SEED={SEED} (set it to reproduce a failure)",
     ]
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The seed again at the end, where `-q` shows it, with the soak's count when it ran."""
+    terminalreporter.write_line(f"random inputs seeded with TORCH_GEMM_TEST_SEED={SEED}")
+    soak = sys.modules.get("test_soak")
+    for line in getattr(soak, "SOAK_SUMMARY", []):
+        terminalreporter.write_line(line)

@@ -306,6 +306,9 @@ def soak(device: str, calls: int, seed: int, first: int = 0) -> list[str]:
     return failures
 
 
+SOAK_SUMMARY: list[str] = []  # printed by conftest's terminal summary
+
+
 def _devices():
     return [pytest.param("cpu", id="cpu"),
             pytest.param("cuda", id="cuda", marks=[requires_cuda, pytest.mark.skipif(
@@ -326,7 +329,8 @@ def test_soak_long():
     """TORCH_GEMM_SOAK_CALLS calls (20,000 by default) in this one process."""
     calls = int(os.environ.get("TORCH_GEMM_SOAK_CALLS", "20000"))
     failures = soak("cuda", calls, SEED)
-    print(f"soak: {calls} calls, seed {SEED}, {len(failures)} failed")
+    SOAK_SUMMARY.append(f"soak on {torch.cuda.get_device_name()}: {calls} calls, seed {SEED}, "
+                        f"{len(failures)} failed")
     assert not failures, f"{len(failures)} of {calls} calls failed:\n" + "\n".join(failures[:30])
 
 
