@@ -111,6 +111,17 @@ def randn(shape, dtype, device, gen) -> torch.Tensor:
     return torch.randn(shape, dtype=torch.float32, device=device, generator=gen).to(dtype)
 
 
+def strided_operand(rows: int, cols: int, transposed: bool, offset: bool, gen, dtype: torch.dtype,
+                    device: str, batch: tuple = ()) -> torch.Tensor:
+    """A (*batch, rows, cols) view: of row-major storage, or the transposed view of a
+    (cols, rows) one; with `offset`, starting 3 elements into each row of wider storage, which
+    breaks 16-byte alignment of the base pointer and of the leading dimension."""
+    pad = 3 if offset else 0
+    shape = (*batch, cols, rows + pad) if transposed else (*batch, rows, cols + pad)
+    base = randn(shape, dtype, device, gen)[..., pad:]
+    return base.mT if transposed else base
+
+
 def make_operands(M: int, N: int, K: int, layout: str, dtype: torch.dtype, device: str, gen,
                   batch: tuple = ()):
     """a (*batch, M, K) and b (*batch, K, N) as views in the given layout, each matrix laid out

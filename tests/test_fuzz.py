@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import torch_gemm
-from gemm_testing import SEED, assert_close_to_reference, kernel_dtype_params, poisoned_outputs
+from gemm_testing import SEED, assert_close_to_reference, kernel_dtype_params, poisoned_outputs, strided_operand
 
 LAYOUTS = ("contiguous", "a_t", "b_t", "both_t", "offset", "expanded")
 
@@ -26,17 +26,6 @@ def _size(rng: random.Random, limit: int) -> int:
     return rng.randint(1, limit)
 
 
-def _operand(rows, cols, layout_t, offset, gen, dtype, device):
-    """(rows, cols) view: transposed or not, optionally at an element offset that breaks
-    16-byte alignment of the base pointer and of the leading dimension."""
-    pad = 3 if offset else 0
-    if layout_t:
-        base = torch.randn(cols, rows + pad, generator=gen, device=device).to(dtype)
-        return base[:, pad:].t()
-    base = torch.randn(rows, cols + pad, generator=gen, device=device).to(dtype)
-    return base[:, pad:]
-
-
 def _case(rng, gen, dtype, device, limit):
     M, N, K = _size(rng, limit), _size(rng, limit), _size(rng, limit)
     layout = rng.choice(LAYOUTS)
@@ -46,8 +35,8 @@ def _case(rng, gen, dtype, device, limit):
     else:
         a_t = layout in ("a_t", "both_t") or (layout == "offset" and rng.random() < 0.5)
         b_t = layout in ("b_t", "both_t") or (layout == "offset" and rng.random() < 0.5)
-        a = _operand(M, K, a_t, layout == "offset", gen, dtype, device)
-        b = _operand(K, N, b_t, layout == "offset", gen, dtype, device)
+        a = strided_operand(M, K, a_t, layout == "offset", gen, dtype, device)
+        b = strided_operand(K, N, b_t, layout == "offset", gen, dtype, device)
     return (M, N, K, layout), a, b
 
 

@@ -26,7 +26,8 @@ import pytest
 import torch
 
 import torch_gemm
-from gemm_testing import BUILT_WITH_CUDA, HAS_CUDA, SEED, poisoned_outputs, requires_cuda, tf32_allowed
+from gemm_testing import (BUILT_WITH_CUDA, HAS_CUDA, SEED, poisoned_outputs, requires_cuda, strided_operand,
+                          tf32_allowed)
 
 # Widths of real models' projections (hidden, grouped-query key/value, MLP), with the odd ones.
 MODEL_WIDTHS = [256, 512, 1024, 2048, 2304, 2560, 3072, 3584, 4096, 5120, 5632, 6144, 6912, 8192,
@@ -139,14 +140,6 @@ def make_call(seed: int, position: int, device: str) -> Call:
                 op.startswith("linear") and rng.random() < 0.3, event, extra)
 
 
-def _operand(rows, cols, transposed, offset, gen, dtype, device, batch=()):
-    pad = 3 if offset else 0
-    shape = (*batch, cols, rows + pad) if transposed else (*batch, rows, cols + pad)
-    base = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
-    base = base[..., pad:]
-    return base.mT if transposed else base
-
-
 def _matrix(t: torch.Tensor) -> torch.Tensor:
     """t[..., K] as (rows, K), also where a size is 0 (reshape(-1, 0) would be ambiguous)."""
     return t.flatten(0, -2) if t.dim() > 2 else t
@@ -230,8 +223,8 @@ class Soak:
         offset = call.layout == "offset"
         M, N, K, kernel = call.M, call.N, call.K, call.kernel
         if call.op in ("mm", "row_sum"):
-            a = _operand(M, K, a_t, offset, gen, dtype, dev)
-            b = _operand(K, N, b_t, offset, gen, dtype, dev)
+            a = strided_operand(M, K, a_t, offset, gen, dtype, dev)
+            b = strided_operand(K, N, b_t, offset, gen, dtype, dev)
             with poisoned_outputs():
                 if call.op == "mm":
                     out = self._maybe_graph(call, lambda: torch_gemm.mm_tiled(a, b, kernel=kernel))
@@ -240,8 +233,8 @@ class Soak:
                     _check_sum("row sums", sums, a.mT, key)
             _check("product", out, a, b, key)
         elif call.op == "bmm":
-            a = _operand(M, K, a_t, offset, gen, dtype, dev, (call.batch,))
-            b = _operand(K, N, b_t, offset, gen, dtype, dev, (call.batch,))
+            a = strided_operand(M, K, a_t, offset, gen, dtype, dev, (call.batch,))
+            b = strided_operand(K, N, b_t, offset, gen, dtype, dev, (call.batch,))
             with poisoned_outputs():
                 out = torch_gemm.bmm_tiled(a, b, kernel=kernel)
             _check("batched product", out, a, b, key)
@@ -251,8 +244,8 @@ class Soak:
     def _linear(self, call, gen, key, x_t, w_t, offset):
         dev, dtype, M, N, K = self.device, call.dtype, call.M, call.N, call.K
         grad = call.op.endswith("grad")
-        x = _operand(M, K, x_t, offset, gen, dtype, dev)
-        w = _operand(N, K, w_t, offset, gen, dtype, dev)  # (N, K) as nn.Linear keeps it, or its transpose's view
+        x = strided_operand(M, K, x_t, offset, gen, dtype, dev)
+        w = strided_operand(N, K, w_t, offset, gen, dtype, dev)  # (N, K) as nn.Linear keeps it, or its transpose's view
         bias = torch.randn(N, generator=gen, device=dev, dtype=torch.float32).to(dtype) if "bias" in call.op else None
         if call.x3d and M % 2 == 0 and not x_t:
             x = x.reshape(2, M // 2, K)

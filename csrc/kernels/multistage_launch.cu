@@ -10,9 +10,10 @@ struct MultistageLaunch {
   template <typename LayoutA, typename LayoutB>
   static LaunchStatus run(const GemmParams& p, cudaStream_t stream) {
     const MultistagePlan plan = plan_multistage(p, sm_count_of(p));
-    if (splitk_workspace_bytes(p, plan.split) > p.workspace_bytes) {
-      return refuse("workspace of " + std::to_string(p.workspace_bytes) + " bytes, the split-K plan needs " +
-                    std::to_string(splitk_workspace_bytes(p, plan.split)));
+    const int64_t needed = splitk_workspace_bytes(p, plan.split);
+    if (needed > p.workspace_bytes) {
+      return refuse("workspace of " + std::to_string(p.workspace_bytes) +
+                    " bytes, the split-K plan needs " + std::to_string(needed));
     }
     float* workspace = static_cast<float*>(p.workspace);
     return plan.large
@@ -33,7 +34,7 @@ int64_t gemm_multistage_workspace_bytes(const GemmParams& params) {
 MultistageChoice multistage_choice(int64_t M, int64_t N, int64_t K) {
   GemmParams p;
   p.M = M, p.N = N, p.K = K;
-  const MultistagePlan plan = plan_multistage(p, std::max(current_sm_count(), 1));
+  const MultistagePlan plan = plan_multistage(p, sm_count_of(p));
   return plan.large ? MultistageChoice{MultistageLargeConfig::kBlockM, MultistageLargeConfig::kBlockN,
                                        plan.split.splits}
                     : MultistageChoice{MultistageSmallConfig::kBlockM, MultistageSmallConfig::kBlockN,
