@@ -1,8 +1,8 @@
-"""Python side of the gemm ops: wrappers, fake (meta) kernels and autograd formulas.
+"""Python side of the gemm ops: wrappers and fake (meta) kernels.
 
-The CUDA/CPU kernels and the autocast rule live in C++ (csrc/ops); this module adds what the
-dispatcher needs in Python: a fake kernel per op for torch.compile and meta tensors, and an
-autograd formula per op composed from the same op, so the backward runs through our kernels.
+The CUDA/CPU kernels, the autograd formulas and the autocast rule live in C++ (csrc/ops); this
+module adds the wrappers and what the dispatcher needs in Python: a fake kernel per op for
+torch.compile and meta tensors.
 """
 
 from __future__ import annotations
@@ -23,6 +23,12 @@ _C10_NAMES = {torch.int8: "Char", torch.uint8: "Byte", torch.int16: "Short", tor
               torch.int64: "Long", torch.bool: "Bool", torch.complex64: "ComplexFloat",
               torch.complex128: "ComplexDouble", torch.complex32: "ComplexHalf"}
 _ALIASES = {"smem": "smem32"}
+# The overloads the wrappers call, looked up once: a wrapper adds one Python call to the op's own
+# dispatch, and checks nothing that the C++ boundary checks.
+_MM_TILED = torch.ops.gemm.mm_tiled.default
+_BMM_TILED = torch.ops.gemm.bmm_tiled.default
+_LINEAR_TILED = torch.ops.gemm.linear_tiled.default
+_MM_TILED_ROW_SUM = torch.ops.gemm.mm_tiled_row_sum.default
 
 
 def kernel_table() -> list[dict]:
@@ -89,7 +95,7 @@ def mm_tiled(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> torch
         ``torch.autocast`` the inputs are cast as for ``torch.mm``. Differentiable in ``a`` and
         ``b``; the backward runs through the same kernel.
     """
-    return torch.ops.gemm.mm_tiled.default(a, b, kernel)
+    return _MM_TILED(a, b, kernel)
 
 
 def bmm_tiled(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> torch.Tensor:
@@ -105,7 +111,7 @@ def bmm_tiled(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> torc
         A new contiguous ``(B, M, N)`` tensor. Differentiable in ``a`` and ``b`` through the same
         kernels; autocast casts as for ``torch.bmm``.
     """
-    return torch.ops.gemm.bmm_tiled.default(a, b, kernel)
+    return _BMM_TILED(a, b, kernel)
 
 
 def linear_tiled(
@@ -127,7 +133,7 @@ def linear_tiled(
         A new ``(..., N)`` tensor. Differentiable in x, weight and bias: dx = grad·W and
         dW = gradᵀ·x run through the same kernels, db = grad summed over the leading dimensions.
     """
-    return torch.ops.gemm.linear_tiled.default(x, weight, bias, kernel)
+    return _LINEAR_TILED(x, weight, bias, kernel)
 
 
 def mm_tiled_row_sum(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
@@ -146,7 +152,7 @@ def mm_tiled_row_sum(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") 
         in a's dtype (16-bit inputs summed in float32 and rounded once). Differentiable in ``a``
         and ``b``; autocast casts as for ``torch.mm``.
     """
-    return torch.ops.gemm.mm_tiled_row_sum.default(a, b, kernel)
+    return _MM_TILED_ROW_SUM(a, b, kernel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,108 +293,3 @@ def _linear_tiled_fake(
         )
     _check_kernel_name(op, kernel, x.device, x.dtype)
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
-
-
-# ---------------------------------------------------------------------------------------------
-# Autograd: C = A·B gives dA = dC·Bᵀ and dB = Aᵀ·dC, through mm_tiled itself with the transposes
-# passed as strided views (no copies). Only the gradients that are needed are computed, and only
-# the tensors those need are saved. The formula is built from the op, so double backward works.
-
-
-def _mm_tiled_setup_context(ctx, inputs, output) -> None:
-    a, b, ctx.kernel = inputs
-    need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-    ctx.save_for_backward(a if need_b else None, b if need_a else None)
-
-
-def _product_backward(op):
-    """The backward of C = A·B through `op` itself (mm_tiled, or bmm_tiled per batch element)."""
-
-    def backward(ctx, grad: torch.Tensor):
-        a, b = ctx.saved_tensors
-        grad_a = grad_b = None
-        if ctx.needs_input_grad[0]:
-            grad_a = op(grad, b.mT, ctx.kernel)
-        if ctx.needs_input_grad[1]:
-            grad_b = op(a.mT, grad, ctx.kernel)
-        return grad_a, grad_b, None
-
-    return backward
-
-
-for _name, _op in (("gemm::mm_tiled", torch.ops.gemm.mm_tiled.default),
-                   ("gemm::bmm_tiled", torch.ops.gemm.bmm_tiled.default)):
-    torch.library.register_autograd(_name, _product_backward(_op), setup_context=_mm_tiled_setup_context)
-
-
-# (C, r) = (A·B, A summed over k): dA = dC·Bᵀ + dr broadcast over k, dB = Aᵀ·dC. The gradient of
-# an output that does not reach the loss arrives as None (materialize_grads off), and no product
-# is computed for it.
-
-
-def _mm_tiled_row_sum_setup_context(ctx, inputs, output) -> None:
-    _mm_tiled_setup_context(ctx, inputs, output)
-    ctx.set_materialize_grads(False)
-
-
-def _mm_tiled_row_sum_backward(ctx, grad_product: Optional[torch.Tensor], grad_row_sum: Optional[torch.Tensor]):
-    a, b = ctx.saved_tensors
-    grad_a = grad_b = None
-    if ctx.needs_input_grad[0]:
-        if grad_product is not None:
-            grad_a = torch.ops.gemm.mm_tiled.default(grad_product, b.mT, ctx.kernel)
-        if grad_row_sum is not None:
-            spread = grad_row_sum[:, None].expand(-1, b.shape[0])
-            grad_a = spread if grad_a is None else grad_a + spread
-    if ctx.needs_input_grad[1] and grad_product is not None:
-        grad_b = torch.ops.gemm.mm_tiled.default(a.mT, grad_product, ctx.kernel)
-    return grad_a, grad_b, None
-
-
-torch.library.register_autograd(
-    "gemm::mm_tiled_row_sum", _mm_tiled_row_sum_backward, setup_context=_mm_tiled_row_sum_setup_context
-)
-
-
-# y = x·Wᵀ + b over the rows of x (its leading dimensions flattened):
-#   dx = grad·W   (linear_tiled with Wᵀ as its weight: a strided view, and the leading dims kept),
-#   dW = gradᵀ·x  (mm_tiled over the flattened rows),
-#   db = grad summed over the rows, i.e. the row sums of dW's operand gradᵀ: where dW is needed
-#        too, one mm_tiled_row_sum computes both (in one launch where the kernel fuses the sum),
-#        else torch sums grad.
-
-
-def _rows(t: torch.Tensor) -> torch.Tensor:
-    """t[..., K] as (rows, K): flatten keeps a view where it can, and unlike reshape(-1, K) it
-    is not ambiguous when K == 0."""
-    return t.unsqueeze(0) if t.dim() == 1 else t.flatten(0, -2)
-
-
-def _needs_grad(ctx, index: int) -> bool:
-    """ctx.needs_input_grad[index], False past its end: the dispatcher drops trailing arguments
-    equal to their defaults (bias=None, kernel="auto"), and needs_input_grad with them."""
-    return index < len(ctx.needs_input_grad) and ctx.needs_input_grad[index]
-
-
-def _linear_tiled_setup_context(ctx, inputs, output) -> None:
-    x, weight, bias, ctx.kernel = inputs
-    ctx.save_for_backward(x if _needs_grad(ctx, 1) else None, weight if _needs_grad(ctx, 0) else None)
-
-
-def _linear_tiled_backward(ctx, grad: torch.Tensor):
-    x, weight = ctx.saved_tensors
-    grad_x = grad_weight = grad_bias = None
-    if _needs_grad(ctx, 0):
-        grad_x = torch.ops.gemm.linear_tiled.default(grad, weight.mT, None, ctx.kernel)
-    if _needs_grad(ctx, 1) and _needs_grad(ctx, 2):
-        grad_weight, grad_bias = torch.ops.gemm.mm_tiled_row_sum.default(_rows(grad).mT, _rows(x), ctx.kernel)
-    elif _needs_grad(ctx, 1):
-        grad_weight = torch.ops.gemm.mm_tiled.default(_rows(grad).mT, _rows(x), ctx.kernel)
-    elif _needs_grad(ctx, 2):
-        grad_bias = _rows(grad).sum(0)
-    return grad_x, grad_weight, grad_bias, None
-
-
-torch.library.register_autograd(
-    "gemm::linear_tiled", _linear_tiled_backward, setup_context=_linear_tiled_setup_context
-)

@@ -1,0 +1,197 @@
+// Autograd for the gemm ops: a torch::autograd::Function per op, registered at the Autograd key
+// as torch's own ops are, so a forward and backward cost no Python. The backwards call the ops
+// themselves through the dispatcher: gradients run on our kernels, and double backward works.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "ops/mm_common.h"
+
+namespace torch_gemm {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+using ProductFn = at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view);
+using RowSumFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                    c10::string_view);
+using LinearFn = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                            c10::string_view);
+
+// The ops' handles, looked up once: the backwards call the ops through the whole dispatcher
+// (autograd included, for double backward), the forwards below autograd.
+const c10::TypedOperatorHandle<ProductFn>& mm_op() {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(kMmTiled, "").typed<ProductFn>();
+  return op;
+}
+const c10::TypedOperatorHandle<ProductFn>& bmm_op() {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(kBmmTiled, "").typed<ProductFn>();
+  return op;
+}
+const c10::TypedOperatorHandle<RowSumFn>& row_sum_op() {
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow(kMmTiledRowSum, "").typed<RowSumFn>();
+  return op;
+}
+const c10::TypedOperatorHandle<LinearFn>& linear_op() {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(kLinearTiled, "").typed<LinearFn>();
+  return op;
+}
+
+// The kernel name travels to the backward in saved_data, so the gradients run on the rung the
+// forward ran on.
+constexpr const char* kKernelKey = "kernel";
+
+std::string saved_kernel(AutogradContext* ctx) { return ctx->saved_data[kKernelKey].toStringRef(); }
+
+// Only what a needed gradient reads is saved: dA = dC·Bᵀ reads B, dB = Aᵀ·dC reads A.
+void save_operands(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
+                   c10::string_view kernel) {
+  ctx->saved_data[kKernelKey] = std::string(kernel);
+  ctx->save_for_backward({b.requires_grad() ? a : at::Tensor(), a.requires_grad() ? b : at::Tensor()});
+}
+
+// C = A·B for mm_tiled and bmm_tiled (per batch element): dA = dC·Bᵀ and dB = Aᵀ·dC through the
+// op itself, the transposes passed as strided views (no copies).
+template <const c10::TypedOperatorHandle<ProductFn>& (*kOp)()>
+struct ProductFunction : torch::autograd::Function<ProductFunction<kOp>> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
+                            c10::string_view kernel) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    save_operands(ctx, a, b, kernel);
+    return kOp().call(a, b, kernel);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const std::string kernel = saved_kernel(ctx);
+    const at::Tensor& grad = grads[0];
+    at::Tensor grad_a, grad_b;
+    if (ctx->needs_input_grad(0)) grad_a = kOp().call(grad, saved[1].mT(), kernel);
+    if (ctx->needs_input_grad(1)) grad_b = kOp().call(saved[0].mT(), grad, kernel);
+    return {grad_a, grad_b, at::Tensor()};
+  }
+};
+
+// (C, r) = (A·B, A summed over k): dA = dC·Bᵀ + dr broadcast over k, dB = Aᵀ·dC. The gradient of
+// an output that does not reach the loss arrives undefined (grads not materialized), and no
+// product is computed for it.
+struct RowSumFunction : torch::autograd::Function<RowSumFunction> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
+                               c10::string_view kernel) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    save_operands(ctx, a, b, kernel);
+    ctx->set_materialize_grads(false);
+    auto [product, row_sum] = row_sum_op().call(a, b, kernel);
+    return {product, row_sum};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const std::string kernel = saved_kernel(ctx);
+    const at::Tensor& grad_product = grads[0];
+    const at::Tensor& grad_row_sum = grads[1];
+    at::Tensor grad_a, grad_b;
+    if (ctx->needs_input_grad(0)) {
+      if (grad_product.defined()) grad_a = mm_op().call(grad_product, saved[1].mT(), kernel);
+      if (grad_row_sum.defined()) {
+        const at::Tensor spread = grad_row_sum.unsqueeze(1).expand({-1, saved[1].size(0)});
+        grad_a = grad_a.defined() ? grad_a + spread : spread;
+      }
+    }
+    if (ctx->needs_input_grad(1) && grad_product.defined()) {
+      grad_b = mm_op().call(saved[0].mT(), grad_product, kernel);
+    }
+    return {grad_a, grad_b, at::Tensor()};
+  }
+};
+
+// t[..., K] as (rows, K): a view where the strides allow (flatten_leading).
+at::Tensor rows_of(const at::Tensor& t) { return t.dim() == 1 ? t.unsqueeze(0) : flatten_leading(t); }
+
+// y = x·Wᵀ + b over the rows of x (its leading dimensions flattened):
+//   dx = grad·W   (linear_tiled with Wᵀ as its weight: a strided view, the leading dims kept),
+//   dW = gradᵀ·x  (mm_tiled over the flattened rows),
+//   db = grad summed over the rows, i.e. the row sums of dW's operand gradᵀ: where dW is needed
+//        too, one mm_tiled_row_sum computes both (in one launch where the kernel fuses the sum),
+//        else torch sums grad.
+struct LinearFunction : torch::autograd::Function<LinearFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias, c10::string_view kernel) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    ctx->saved_data[kKernelKey] = std::string(kernel);
+    // needs_input_grad counts the defined tensors only: bias is edge 2 where it is one.
+    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
+    ctx->save_for_backward(
+        {weight.requires_grad() ? x : at::Tensor(), x.requires_grad() ? weight : at::Tensor()});
+    return linear_op().call(x, weight, bias, kernel);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const std::string kernel = saved_kernel(ctx);
+    const at::Tensor& grad = grads[0];
+    const bool need_x = ctx->needs_input_grad(0), need_weight = ctx->needs_input_grad(1);
+    const bool need_bias = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
+    at::Tensor grad_x, grad_weight, grad_bias;
+    if (need_x) grad_x = linear_op().call(grad, saved[1].mT(), std::nullopt, kernel);
+    if (need_weight && need_bias) {
+      std::tie(grad_weight, grad_bias) = row_sum_op().call(rows_of(grad).mT(), rows_of(saved[0]), kernel);
+    } else if (need_weight) {
+      grad_weight = mm_op().call(rows_of(grad).mT(), rows_of(saved[0]), kernel);
+    } else if (need_bias) {
+      grad_bias = rows_of(grad).sum(0);
+    }
+    return {grad_x, grad_weight, grad_bias, at::Tensor()};
+  }
+};
+
+// Whether a call records a node: grad mode on and an input that requires grad. Where none is
+// recorded (inference, no_grad) the op runs below autograd without building a Function, as
+// torch's generated autograd kernels skip their graph work.
+bool records_graph(const at::Tensor& a, const at::Tensor& b,
+                   const std::optional<at::Tensor>& c = std::nullopt) {
+  return c10::GradMode::is_enabled() &&
+         (a.requires_grad() || b.requires_grad() || (c.has_value() && c->defined() && c->requires_grad()));
+}
+
+template <const c10::TypedOperatorHandle<ProductFn>& (*kOp)()>
+at::Tensor product_autograd(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
+  if (records_graph(a, b)) return ProductFunction<kOp>::apply(a, b, kernel);
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return kOp().call(a, b, kernel);
+}
+
+std::tuple<at::Tensor, at::Tensor> mm_tiled_row_sum_autograd(const at::Tensor& a, const at::Tensor& b,
+                                                             c10::string_view kernel) {
+  if (records_graph(a, b)) {
+    const variable_list outputs = RowSumFunction::apply(a, b, kernel);
+    return {outputs[0], outputs[1]};
+  }
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return row_sum_op().call(a, b, kernel);
+}
+
+at::Tensor linear_tiled_autograd(const at::Tensor& x, const at::Tensor& weight,
+                                 const std::optional<at::Tensor>& bias, c10::string_view kernel) {
+  if (records_graph(x, weight, bias)) return LinearFunction::apply(x, weight, bias, kernel);
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return linear_op().call(x, weight, bias, kernel);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(gemm, Autograd, m) {
+  m.impl("mm_tiled", &product_autograd<&mm_op>);
+  m.impl("bmm_tiled", &product_autograd<&bmm_op>);
+  m.impl("linear_tiled", &linear_tiled_autograd);
+  m.impl("mm_tiled_row_sum", &mm_tiled_row_sum_autograd);
+}
+
+}  // namespace torch_gemm
