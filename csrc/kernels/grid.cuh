@@ -4,9 +4,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
+#include "kernels/device_cache.h"
 #include "kernels/gemm_params.h"
 #include "kernels/launch_status.h"
 
@@ -53,24 +53,15 @@ __device__ __forceinline__ void grouped_tile(Index tile, Index tiles_m, Index ti
 // Multiprocessors of the current device, asked of the runtime once per device and kept; 0 where
 // the query fails, its error taken from the last-error slot (a caller that needs the count
 // reports the failure: the torch boundary does, before any launcher plans with it).
-constexpr int kMaxCachedDevices = 64;
 inline int current_sm_count() {
-  static std::atomic<int> cached[kMaxCachedDevices] = {};
+  static PerDeviceValue cached;
   int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  if (device >= 0 && device < kMaxCachedDevices) {
-    const int known = cached[device].load(std::memory_order_relaxed);
-    if (known > 0) return known;
-  }
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  if (device >= 0 && device < kMaxCachedDevices) cached[device].store(sms, std::memory_order_relaxed);
-  return sms;
+  if (!current_device(&device).ok()) return 0;
+  const LaunchStatus status = cached.get(device, &sms, [device](int* value) {
+    return check_call(cudaDeviceGetAttribute(value, cudaDevAttrMultiProcessorCount, device),
+                      "cudaDeviceGetAttribute(MultiProcessorCount)");
+  });
+  return status.ok() ? sms : 0;
 }
 
 // The multiprocessors a launcher plans for: the count the torch boundary put in the params, so

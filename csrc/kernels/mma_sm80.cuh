@@ -583,9 +583,9 @@ gemm_mma_sm80_kernel(GemmParams p) {
 template <typename T, typename Config, typename LayoutA, typename LayoutB>
 LaunchStatus run_mma_sm80(const GemmParams& p, cudaStream_t stream) {
   const auto kernel = gemm_mma_sm80_kernel<T, Config, LayoutA, LayoutB>;
-  // Per device and cheap; set on every launch so that every GPU the process uses has it.
-  LaunchStatus status = check_call(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes),
+  static PerDeviceValue allowed;
+  LaunchStatus status = allow_shared_memory_once(
+      allowed, kernel, Config::kSmemBytes,
       "cudaFuncSetAttribute(MaxDynamicSharedMemorySize) of gemm_mma_sm80_kernel");
   if (!status.ok()) return status;
   dim3 grid;

@@ -299,10 +299,9 @@ LaunchStatus run_multistage(const GemmParams& p, const SplitK& split, float* wor
   constexpr int kStaticSmemLimit = 48 * 1024;  // above it, dynamic smem needs an opt-in
   const auto kernel = gemm_multistage_kernel<Config, LayoutA, LayoutB>;
   if (Config::kSmemBytes > kStaticSmemLimit) {
-    // Per device and cheap; set on every launch so that every GPU the process uses has it.
-    LaunchStatus status = check_call(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             Config::kSmemBytes),
+    static PerDeviceValue allowed;
+    LaunchStatus status = allow_shared_memory_once(
+        allowed, kernel, Config::kSmemBytes,
         "cudaFuncSetAttribute(MaxDynamicSharedMemorySize) of gemm_multistage_kernel");
     if (!status.ok()) return status;
   }

@@ -345,19 +345,19 @@ int stream_k_turns(const WgmmaParams& wp, int64_t turns, int64_t slots, int64_t 
   return static_cast<int>(sk_turns);
 }
 
-// One kernel of the family, with its shared memory allowed (set before the occupancy query, too).
+// One kernel of the family, with its shared memory allowed (once per device; before the occupancy
+// query, too).
 template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB, int kClusterM,
           int kSplitK, bool kStreamK>
 auto allowed_kernel(LaunchStatus* status) {
   using Config = WgmmaConfig<T, kConsumers, kMmaN>;
   const auto kernel = gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB, kClusterM, kConsumers,
                                              kSplitK, kMmaN, kStreamK>;
-  *status = check_call(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Config::kSmemBytes),
-      [] {
-        return "cudaFuncSetAttribute(MaxDynamicSharedMemorySize, " +
-               std::to_string(Config::kSmemBytes) + " bytes) of gemm_wgmma_sm90_kernel";
-      });
+  static PerDeviceValue allowed;
+  *status = allow_shared_memory_once(allowed, kernel, Config::kSmemBytes, [] {
+    return "cudaFuncSetAttribute(MaxDynamicSharedMemorySize, " +
+           std::to_string(Config::kSmemBytes) + " bytes) of gemm_wgmma_sm90_kernel";
+  });
   return kernel;
 }
 
@@ -404,9 +404,19 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
   }
   int slots = 0;  // clusters resident at once
   if (kClusterM > 1) {
-    config.gridDim = dim3(static_cast<unsigned>(std::min<int64_t>(turns, 1024) * kClusterM));
-    status = check_call(cudaOccupancyMaxActiveClusters(&slots, kernel, &config),
+    // A property of the kernel's configuration on the device, asked once per device (the query
+    // costs more host time than the launch) with a grid of the same size for every shape, so the
+    // answer kept does not depend on the first call's shape.
+    static PerDeviceValue resident_clusters;
+    int device = 0;
+    status = current_device(&device);
+    if (!status.ok()) return status;
+    status = resident_clusters.get(device, &slots, [&](int* value) {
+      cudaLaunchConfig_t query = config;
+      query.gridDim = dim3(static_cast<unsigned>(1024 * kClusterM));
+      return check_call(cudaOccupancyMaxActiveClusters(value, kernel, &query),
                         "cudaOccupancyMaxActiveClusters of gemm_wgmma_sm90_kernel");
+    });
     if (!status.ok()) return status;
   } else {
     slots = static_cast<int>(sms);
@@ -745,14 +755,7 @@ struct WgmmaLauncher {
 // wgmma runs on compute capability 9.0 only (sm_90a code), and only in builds that compiled it.
 bool device_runs_sm90a() {
 #ifdef TORCH_GEMM_WITH_SM90A
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-    (void)cudaGetLastError();  // the caller reports the refusal
-    return false;
-  }
-  return major == 9 && minor == 0;
+  return current_compute_capability() == 90;  // 0 where the query fails: the caller refuses
 #else
   return false;
 #endif

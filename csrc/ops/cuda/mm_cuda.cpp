@@ -35,10 +35,13 @@ const std::array<KernelEntry<GemmLaunchFn>, 8> kCudaKernels{{
      &gemm_wgmma_sm90_workspace_bytes, /*float32_as_tf32=*/true, /*fuses_row_sum=*/true},
 }};
 
-// Compute capability (major*10 + minor) of the current device. Only c10/cuda is used here, not
-// ATen/cuda/CUDAContext.h, which pulls in the cuBLAS/cuSPARSE headers that a bare toolkit lacks.
+// Compute capability (major*10 + minor) of the current device, asked once per device. Only
+// c10/cuda is used here, not ATen/cuda/CUDAContext.h, which pulls in the cuBLAS/cuSPARSE headers
+// that a bare toolkit lacks.
 int current_sm() {
-  int device = 0, major = 0, minor = 0;
+  const int sm = current_compute_capability();
+  if (sm > 0) return sm;
+  int device = 0, major = 0, minor = 0;  // the query failed: ask again, and report its error
   C10_CUDA_CHECK(cudaGetDevice(&device));
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
