@@ -4,7 +4,10 @@ get correct results, repeated calls leak nothing, and sizes past 2^31 elements a
 correctly."""
 
 import contextlib
+import ctypes
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -83,6 +86,67 @@ def test_concurrent_threads_on_own_streams(device):
     for t in threads:
         t.join()
     assert not errors, "\n".join(errors)
+
+
+def _thread_has_cuda_context() -> bool:
+    """Whether the calling thread has a CUDA context current, asked of the driver itself."""
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    context = ctypes.c_void_p()
+    assert libcuda.cuCtxGetCurrent(ctypes.byref(context)) == 0
+    return bool(context.value)
+
+
+@requires_cuda
+@pytest.mark.parametrize("kernel", table_kernels("cuda"))
+@pytest.mark.parametrize("shape", [(64, 64, 64), (1, 4096, 4096)])
+def test_first_cuda_work_of_a_thread(kernel, shape):
+    """A new thread whose first CUDA work is our product: no context is current there yet
+    (runtime calls bind one lazily; the tensor-map encodes are driver calls, which do not), the
+    case behind the spurious 'invalid argument' failures of wgmma_sm90 (benchmarks/NOTES.md)."""
+    M, N, K = shape
+    dtype = kernel_test_dtype(kernel, "cuda")
+    a, b = make_operands(M, N, K, "contiguous", dtype, "cuda", generator("cuda", "thread-first", kernel))
+    expected = torch_gemm.mm_tiled(a, b, kernel=kernel)  # warms the allocator: no cudaMalloc below
+    torch.cuda.synchronize()
+    seen = {}
+
+    def worker():
+        try:
+            seen["context before"] = _thread_has_cuda_context()
+            seen["out"] = torch_gemm.mm_tiled(a, b, kernel=kernel)
+        except Exception as err:  # reported by the main thread
+            seen["error"] = err
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen["context before"] is False, "the new thread already had a context: the case is not reached"
+    assert "error" not in seen, repr(seen.get("error"))
+    torch.cuda.synchronize()
+    assert torch.equal(seen["out"], expected)
+
+
+@requires_cuda
+def test_backward_in_a_fresh_process():
+    """The third report of the spurious failures, as a user ran it: a fresh process, a few small
+    products, then a linear forward with grad and its backward, whose dx product is the first CUDA
+    work of autograd's device thread."""
+    script = """
+import torch, torch_gemm
+for kernel in ("smem32", "mma_sm80", "wgmma_sm90"):
+    a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    torch_gemm.mm_tiled(a, a, kernel=kernel)
+x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+w = torch.randn(1024, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+torch_gemm.linear_tiled(x, w).sum().backward()
+torch.cuda.synchronize()
+assert x.grad is not None and w.grad is not None
+print("ok")
+"""
+    if not {"smem32", "mma_sm80", "wgmma_sm90"} <= set(table_kernels("cuda")):
+        pytest.skip("needs a build with smem32, mma_sm80 and wgmma_sm90")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
 def _rss_bytes() -> int:

@@ -199,20 +199,62 @@ LaunchStatus repack(OperandPlan* op, int64_t orig_stride_x, int64_t orig_stride_
   return {};
 }
 
+// A driver function, looked up once through the runtime (the extension does not link libcuda);
+// nullptr where the driver lacks it.
+template <typename Fn>
+Fn driver_function(const char* name, unsigned version) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();  // reported by each caller that finds no function
+    fn = nullptr;
+  }
+  return reinterpret_cast<Fn>(fn);
+}
+
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const auto encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    constexpr unsigned kDriverApiVersion = 12000;  // the signature of the _v12000 typedef
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, kDriverApiVersion,
-                                         cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();  // reported by each encode that finds no encoder
-      fn = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
+  static const auto encode =
+      driver_function<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled", 12000);
   return encode;
+}
+
+// "CUDA_ERROR_INVALID_CONTEXT" for 201: the driver's name of a driver call's result.
+std::string driver_error_name(CUresult result) {
+  static const auto name_of = driver_function<PFN_cuGetErrorName_v6000>("cuGetErrorName", 6000);
+  const char* name = nullptr;
+  if (name_of == nullptr || name_of(result, &name) != CUDA_SUCCESS || name == nullptr) {
+    return "CUresult " + std::to_string(static_cast<int>(result));
+  }
+  return name;
+}
+
+// The tensor-map encodes are driver calls, and a driver call needs a context current on the
+// calling thread: runtime calls bind the device's primary context to a thread lazily, driver
+// calls do not. A thread whose first CUDA work is one of our products has none (autograd's device
+// thread running a backward; any thread torch set the device on without a runtime call, since
+// c10::cuda::SetDevice skips cudaSetDevice where the device is already the current one), and there
+// cuTensorMapEncodeTiled returns CUDA_ERROR_INVALID_CONTEXT. cudaSetDevice binds the primary
+// context (CUDA 12 and newer), as the runtime's first call on the thread would.
+LaunchStatus bind_primary_context() {
+  static const auto current_context = driver_function<PFN_cuCtxGetCurrent_v4000>("cuCtxGetCurrent", 4000);
+  if (current_context == nullptr) return refuse("the driver offers no cuCtxGetCurrent");
+  CUcontext context = nullptr;
+  if (current_context(&context) == CUDA_SUCCESS && context != nullptr) return {};
+  int device = 0;
+  LaunchStatus status = current_device(&device);
+  if (!status.ok()) return status;
+  status = check_call(cudaSetDevice(device), [device] {
+    return "cudaSetDevice(" + std::to_string(device) +
+           ") (binding the primary context to this thread for the tensor-map encodes)";
+  });
+  if (!status.ok()) return status;
+  const CUresult result = current_context(&context);
+  if (result != CUDA_SUCCESS || context == nullptr) {
+    return refuse("no CUDA context current on this thread after cudaSetDevice(" +
+                  std::to_string(device) + "): cuCtxGetCurrent returned " + driver_error_name(result));
+  }
+  return {};
 }
 
 // What a TMA load of an operand fetches into L2 at least: 128 bytes, one box row. 256 fetched
@@ -229,7 +271,7 @@ std::string describe_map(const char* which, CUresult result, const void* address
                          const cuuint64_t (&dims)[3], const cuuint64_t (&strides)[2],
                          const cuuint32_t (&box)[3]) {
   return std::string("tensor-map encode of ") + which + " (cuTensorMapEncodeTiled returned " +
-         std::to_string(static_cast<int>(result)) + ") for address " +
+         driver_error_name(result) + ") for address " +
          std::to_string(reinterpret_cast<uintptr_t>(address)) + ", dims [" +
          std::to_string(dims[0]) + ", " + std::to_string(dims[1]) + ", " + std::to_string(dims[2]) +
          "], byte strides [" + std::to_string(strides[0]) + ", " + std::to_string(strides[1]) +
@@ -665,8 +707,9 @@ struct WgmmaLauncher {
     const bool store_transposed = transposed && !product_store && tma_store_ok(caller);
     const bool tma_store = product_store || store_transposed;
     CUtensorMap map_a, map_b, map_c{};
-    LaunchStatus status =
-        encode_operand_map<Config>(&map_a, plan.a, Config::kBlockM, kTensorMapType<T>, "A");
+    LaunchStatus status = bind_primary_context();
+    if (!status.ok()) return status;
+    status = encode_operand_map<Config>(&map_a, plan.a, Config::kBlockM, kTensorMapType<T>, "A");
     if (!status.ok()) return status;
     status = encode_operand_map<Config>(&map_b, plan.b, Config::kBlockN / (shape.clusters ? 2 : 1),
                                         kTensorMapType<T>, "B");
