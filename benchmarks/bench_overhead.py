@@ -140,7 +140,9 @@ def sync(device: torch.device) -> None:
 def time_pair(ours: Callable[[], None], theirs: Callable[[], None], device: torch.device,
               iters: int, blocks: int) -> tuple[float, float]:
     """Median µs per call of each, over `blocks` alternating blocks of `iters` calls."""
-    for fn in (ours, theirs):  # warm-up: first-call work (module loads, caches, allocator pools)
+    # Warm-up: first-call work (module loads, caches, allocator pools, threads), torch's first as
+    # a model's own layers would run before a swapped one.
+    for fn in (theirs, ours):
         for _ in range(max(3, iters // 4)):
             fn()
     times: tuple[list[float], list[float]] = ([], [])
