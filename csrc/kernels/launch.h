@@ -43,6 +43,15 @@ struct MultistageChoice {
 };
 MultistageChoice multistage_choice(int64_t M, int64_t N, int64_t K);
 
+// A few rows of A against B streamed once (decode): matrix-vector products on the CUDA cores,
+// 16-byte loads where A's rows and B's columns are contiguous (a linear's weight is).
+LaunchStatus launch_gemm_gemv(const GemmParams& params, cudaStream_t stream);
+// Rows of A at or below which kernel="auto" takes gemv where B's columns are contiguous: for the
+// 16-bit types one (from two rows on, wgmma's tiles were mostly faster), for float32 and float64
+// two (benchmarks/NOTES.md).
+constexpr int64_t kGemvMaxRows16Bit = 1;
+constexpr int64_t kGemvMaxRowsWide = 2;
+
 // Tensor cores (mma.sync, sm_80+): bf16 and fp16 only (refused for fp32 and fp64).
 LaunchStatus launch_gemm_mma_sm80(const GemmParams& params, cudaStream_t stream);
 

@@ -22,13 +22,14 @@ namespace {
 constexpr uint32_t kSixteenBit = dtype_bit(DType::kBFloat16) | dtype_bit(DType::kFloat16);
 
 // The ladder, in teaching order. A new rung adds one line here.
-const std::array<KernelEntry<GemmLaunchFn>, 8> kCudaKernels{{
+const std::array<KernelEntry<GemmLaunchFn>, 9> kCudaKernels{{
     {"naive", kAllDTypes, 0, &launch_gemm_naive, "one thread per output element, operands from global memory"},
     {"smem16", kAllDTypes, 0, &launch_gemm_smem16, "16x16 shared-memory tiles of A and B, one thread per output"},
     {"smem32", kAllDTypes, 0, &launch_gemm_smem32, "32x32 shared-memory tiles of A and B, one thread per output"},
     {"regtile", dtype_bit(DType::kFloat32), 0, &launch_gemm_regtile, "128x128x8 block, 8x8 outputs per thread in registers, float4 loads, A transposed in shared memory"},
     {"warptile", dtype_bit(DType::kFloat32), 0, &launch_gemm_warptile, "128x128x8 block of 32x64 warp tiles, double-buffered shared memory and register fragments"},
     {"multistage", dtype_bit(DType::kFloat32), 80, &launch_gemm_multistage, "warp tiles fed by a 3-4 stage cp.async ring; 128x256 tiles, or 64x64 with split-K when tiles are few", &gemm_multistage_workspace_bytes},
+    {"gemv", kAllDTypes, 0, &launch_gemm_gemv, "decode: a few rows of A against B streamed once, warps splitting K of each column of B, 16-byte loads, shuffle reduction"},
     {"mma_sm80", kSixteenBit, 80, &launch_gemm_mma_sm80, "tensor cores through mma.sync m16n8k16, ldmatrix from swizzled shared memory, multi-stage cp.async"},
     {"wgmma_sm90", kSixteenBit | dtype_bit(DType::kFloat32), 90, &launch_gemm_wgmma_sm90,
      "Hopper wgmma (m64n256k16; float32 as tf32, m64n256k8, only where torch allows TF32) from 128B-swizzled shared memory filled by TMA on mbarriers, producer/consumer warpgroups on 128x256 tiles (64x256 where those would leave most SMs idle), persistent grid, epilogue through shared memory and TMA stores",
@@ -64,13 +65,18 @@ int current_sm() {
 // (there is no mma.sync tf32 rung to fall back to, and the CUDA cores ran 1024^3 at 28.8 TFLOP/s
 // against torch's 130); otherwise (decode shapes, other GPUs, TF32 not allowed) the CUDA cores.
 // fp64 (and 16-bit before sm_80): the 32x32 tile.
-std::string_view choose_auto_kernel(DType dtype, bool allow_tf32, int sm, int64_t M, int64_t N,
-                                    int64_t K) {
+std::string_view choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm) {
+  const DType dtype = p.dtype;
+  const int64_t M = p.M, N = p.N, K = p.K;
+  const bool sixteen_bit = dtype == DType::kBFloat16 || dtype == DType::kFloat16;
+  // Decode (a row or two against a linear's weight): the product is B's bytes, which gemv streams
+  // once at the memory's pace; a tile would be mostly empty rows.
+  const int64_t gemv_rows = sixteen_bit ? kGemvMaxRows16Bit : kGemvMaxRowsWide;
+  if (M <= gemv_rows && (p.b_stride_k == 1 || K <= 1)) return "gemv";
   constexpr int kMultistageMinSm = 80;
   constexpr int kMmaMinSm = 80;
   constexpr int64_t kDecodeRows = 32;  // min(M, N) at or below which smem16 wins
   constexpr int64_t kMinWarptileTiles = 48;
-  const bool sixteen_bit = dtype == DType::kBFloat16 || dtype == DType::kFloat16;
 #ifdef TORCH_GEMM_WITH_SM90A
   constexpr int kWgmmaSm = 90;
   // wgmma_sm90's launcher refuses extents beyond 32 bits: such shapes take the rungs below.
@@ -123,7 +129,7 @@ void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const
   const bool allow_tf32 = at::globalContext().allowTF32CuBLAS();
   const auto& entry = find_kernel(
       op, kCudaKernels, kernel,
-      choose_auto_kernel(params.dtype, allow_tf32, sm, params.M, params.N, params.K),
+      choose_auto_kernel(params, allow_tf32, sm),
       params.dtype, like.device(), [sm] { return sm; });
   TORCH_CHECK(!entry.float32_as_tf32 || params.dtype != DType::kFloat32 || allow_tf32, op,
               ": kernel '", kernel, "' multiplies float32 in TF32, which torch does not allow now; "

@@ -1,0 +1,135 @@
+// Rung for decode: a few rows of A against a B read once, as matrix-vector products. With M of 1
+// to 8 a product moves B and little else, so what counts is streaming B at the memory's bandwidth
+// (16-byte loads, many in flight), not the tensor cores, whose 64-row tiles would be mostly empty.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/grid.cuh"
+#include "kernels/numeric.cuh"
+
+namespace torch_gemm {
+
+struct GemvConfig {
+  static constexpr int kThreads = 256;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kVectorBytes = 16;
+  static constexpr int kUnroll = 4;  // vectors of B each lane loads before it multiplies
+};
+
+// The kVec elements of one 16-byte vector.
+template <typename T>
+struct alignas(GemvConfig::kVectorBytes) GemvVector {
+  static constexpr int kVec = GemvConfig::kVectorBytes / static_cast<int>(sizeof(T));
+  T elem[kVec];
+};
+
+// C[m, n] for kRows rows of A at a time and one column n of B per group of kWarpsPerColumn warps,
+// which split K between them. Each lane walks k (in kVector 16-byte vectors where the launcher
+// found A's rows and B's columns contiguous and aligned, else one element at a time), keeps kRows
+// sums, and the sums meet by warp shuffles, then across the group's warps in shared memory.
+template <typename T, int kRows, int kWarpsPerColumn, bool kVector>
+__global__ void __launch_bounds__(GemvConfig::kThreads)
+gemm_gemv_kernel(GemmParams p) {
+  using Acc = acc_t<T>;
+  using Vector = GemvVector<T>;
+  constexpr int kColumnsPerBlock = GemvConfig::kWarps / kWarpsPerColumn;
+  constexpr int kVec = Vector::kVec;
+  p = batch_element(p, blockIdx.z);
+  const T* __restrict__ A = static_cast<const T*>(p.a);
+  const T* __restrict__ B = static_cast<const T*>(p.b);
+  T* __restrict__ C = static_cast<T*>(p.c);
+
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int part = warp % kWarpsPerColumn;  // which share of K this warp sums
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kColumnsPerBlock + warp / kWarpsPerColumn;
+  const bool column_in = n < p.N;  // no early exit: the block meets at a barrier below
+  __shared__ Acc sPartial[GemvConfig::kWarps][kRows];
+
+  // gridDim.y is capped at 65535, so row groups beyond one grid's reach are covered by striding.
+  for (int64_t m0 = static_cast<int64_t>(blockIdx.y) * kRows; m0 < p.M;
+       m0 += static_cast<int64_t>(gridDim.y) * kRows) {
+    Acc rAcc[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) rAcc[r] = Acc(0);
+    // Rows past M read row m0 again (always in range) and are never stored.
+    const T* a_rows[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) a_rows[r] = A + (m0 + r < p.M ? m0 + r : m0) * p.a_stride_m;
+
+    if (column_in) {
+      const T* b_column = B + n * p.b_stride_n;
+      const int64_t step = int64_t{32} * kWarpsPerColumn;
+      if constexpr (kVector) {
+        const uint4* b_vectors = reinterpret_cast<const uint4*>(b_column);
+        const int64_t vectors = p.K / kVec;
+        for (int64_t v0 = part * 32 + lane; v0 < vectors; v0 += step * GemvConfig::kUnroll) {
+          Vector rB[GemvConfig::kUnroll];
+#pragma unroll
+          for (int u = 0; u < GemvConfig::kUnroll; ++u) {
+            const int64_t v = v0 + u * step;
+            // B is read once: all of this lane's loads of it issued before the first multiply.
+            if (v < vectors) {
+              const uint4 b_bits = b_vectors[v];
+              rB[u] = *reinterpret_cast<const Vector*>(&b_bits);
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < GemvConfig::kUnroll; ++u) {
+            const int64_t v = v0 + u * step;
+            if (v >= vectors) break;
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+              // A's rows are few and read by every column's warps: kept in L1 (__ldg).
+              const uint4 a_bits = __ldg(reinterpret_cast<const uint4*>(a_rows[r]) + v);
+              const Vector rA = *reinterpret_cast<const Vector*>(&a_bits);
+#pragma unroll
+              for (int e = 0; e < kVec; ++e) {
+                rAcc[r] += to_acc<Acc>(rA.elem[e]) * to_acc<Acc>(rB[u].elem[e]);
+              }
+            }
+          }
+        }
+      } else {
+        for (int64_t k = part * 32 + lane; k < p.K; k += step) {
+          const Acc b = to_acc<Acc>(b_column[k * p.b_stride_k]);
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) rAcc[r] += to_acc<Acc>(a_rows[r][k * p.a_stride_k]) * b;
+        }
+      }
+    }
+
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) {
+        rAcc[r] += __shfl_xor_sync(0xffffffffu, rAcc[r], offset);
+      }
+    }
+    if constexpr (kWarpsPerColumn > 1) {
+      if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) sPartial[warp][r] = rAcc[r];
+      }
+      __syncthreads();
+      if (part == 0 && lane == 0) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          Acc sum = Acc(0);
+#pragma unroll
+          for (int w = 0; w < kWarpsPerColumn; ++w) sum += sPartial[warp + w][r];
+          rAcc[r] = sum;
+        }
+      }
+      __syncthreads();  // sPartial is written again by the next row group
+    }
+    if (column_in && part == 0 && lane == 0) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (m0 + r < p.M) C[(m0 + r) * p.c_stride_m + n * p.c_stride_n] = from_acc<T>(add_bias<T>(p, n, rAcc[r]));
+      }
+    }
+  }
+}
+
+}  // namespace torch_gemm
