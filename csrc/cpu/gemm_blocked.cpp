@@ -79,6 +79,28 @@ void block_product(int64_t mc_pad, int64_t nc_pad, int64_t kc, const double* ap,
   block_product_impl<double>(mc_pad, nc_pad, kc, ap, bp, c_block);
 }
 
+// A thread's packing buffers, kept between calls: small products (decode shapes, the backward
+// of small layers) would otherwise pay three heap allocations per task. Bounded by the block
+// sizes of BlockedConfig (under 400 KB of float, 800 KB of double, per thread).
+template <typename Acc>
+Acc* thread_scratch(int slot, int64_t elements) {
+  struct Buffer {
+    std::unique_ptr<Acc[]> data;
+    int64_t capacity = 0;
+  };
+  thread_local Buffer buffers[3];
+  Buffer& buffer = buffers[slot];
+  if (buffer.capacity < elements) {
+    buffer.data.reset(new Acc[elements]);
+    buffer.capacity = elements;
+  }
+  return buffer.data.get();
+}
+
+// Multiply-adds a thread should have at least before the product is split between threads:
+// below it, waking the pool costs more than the work.
+constexpr int64_t kMinTaskWork = int64_t{1} << 16;
+
 template <typename T>
 void gemm_blocked_typed(const GemmParams& p) {
   using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
@@ -91,14 +113,16 @@ void gemm_blocked_typed(const GemmParams& p) {
   // Tasks are (batch element, row block, column block) triples, so skinny shapes (a few rows,
   // many columns) and batches of small products still use every thread.
   // Scratch sized to the problem, not to the block maxima: small products (decode shapes, the
-  // backward of tiny layers) would otherwise allocate and clear 384 KB per call.
+  // backward of tiny layers) would otherwise clear 384 KB per call.
   const int64_t rows_max = std::min(Cfg::kMc, round_up(p.M, Cfg::kMr));
   const int64_t cols_max = std::min(Cfg::kNc, round_up(p.N, Cfg::kNr));
   const int64_t depth_max = std::min(Cfg::kKc, p.K);
-  at::parallel_for(0, p.batch * blocks, 1, [&](int64_t task_begin, int64_t task_end) {
-    std::unique_ptr<Acc[]> a_pack(new Acc[rows_max * depth_max]);
-    std::unique_ptr<Acc[]> b_pack(new Acc[depth_max * cols_max]);
-    std::unique_ptr<Acc[]> c_block(new Acc[rows_max * Cfg::kNc]);  // row pitch kNc, as the micro-kernel expects
+  const int64_t task_work = std::max<int64_t>(rows_max * cols_max * std::max<int64_t>(p.K, 1), 1);
+  const int64_t grain = std::max<int64_t>(1, kMinTaskWork / task_work);
+  at::parallel_for(0, p.batch * blocks, grain, [&](int64_t task_begin, int64_t task_end) {
+    Acc* a_pack = thread_scratch<Acc>(0, rows_max * depth_max);
+    Acc* b_pack = thread_scratch<Acc>(1, depth_max * cols_max);
+    Acc* c_block = thread_scratch<Acc>(2, rows_max * Cfg::kNc);  // row pitch kNc, as the micro-kernel expects
     for (int64_t task = task_begin; task < task_end; ++task) {
       const int64_t z = task / blocks;
       const T* A = static_cast<const T*>(p.a) + z * p.a_stride_batch;
@@ -110,33 +134,49 @@ void gemm_blocked_typed(const GemmParams& p) {
       const int64_t nc = std::min(Cfg::kNc, p.N - n0);
       const int64_t mc_pad = round_up(mc, Cfg::kMr);
       const int64_t nc_pad = round_up(nc, Cfg::kNr);
-      std::fill(c_block.get(), c_block.get() + mc_pad * Cfg::kNc, Acc(0));
+      for (int64_t i = 0; i < mc_pad; ++i) {  // only the columns the micro-kernel reads
+        std::fill(c_block + i * Cfg::kNc, c_block + i * Cfg::kNc + nc_pad, Acc(0));
+      }
 
       for (int64_t k0 = 0; k0 < p.K; k0 += Cfg::kKc) {
         const int64_t kc = std::min(Cfg::kKc, p.K - k0);
-        // A block as (mc_pad / kMr) panels of (kc, kMr); rows past M are zero.
+        // A block as (mc_pad / kMr) panels of (kc, kMr); rows past M are zero. Unit strides get
+        // loops without a multiply or a bound per element: for small products the packing, not
+        // the micro-kernel, is most of the time.
         for (int64_t i = 0; i < mc_pad; i += Cfg::kMr) {
-          Acc* panel = a_pack.get() + i * kc;
-          for (int64_t k = 0; k < kc; ++k) {
-            for (int r = 0; r < Cfg::kMr; ++r) {
-              const int64_t m = m0 + i + r;
-              panel[k * Cfg::kMr + r] =
-                  m < p.M ? static_cast<Acc>(A[m * p.a_stride_m + (k0 + k) * p.a_stride_k]) : Acc(0);
+          Acc* panel = a_pack + i * kc;
+          const int64_t rows = std::min<int64_t>(Cfg::kMr, p.M - m0 - i);
+          for (int r = 0; r < Cfg::kMr; ++r) {
+            if (r >= rows) {
+              for (int64_t k = 0; k < kc; ++k) panel[k * Cfg::kMr + r] = Acc(0);
+              continue;
+            }
+            const T* a_row = A + (m0 + i + r) * p.a_stride_m + k0 * p.a_stride_k;
+            if (p.a_stride_k == 1) {
+              for (int64_t k = 0; k < kc; ++k) panel[k * Cfg::kMr + r] = static_cast<Acc>(a_row[k]);
+            } else {
+              for (int64_t k = 0; k < kc; ++k) {
+                panel[k * Cfg::kMr + r] = static_cast<Acc>(a_row[k * p.a_stride_k]);
+              }
             }
           }
         }
         // B block as (nc_pad / kNr) panels of (kc, kNr); columns past N are zero.
         for (int64_t j = 0; j < nc_pad; j += Cfg::kNr) {
-          Acc* panel = b_pack.get() + j * kc;
+          Acc* panel = b_pack + j * kc;
+          const int64_t cols = std::min<int64_t>(Cfg::kNr, p.N - n0 - j);
           for (int64_t k = 0; k < kc; ++k) {
-            const T* b_row = B + (k0 + k) * p.b_stride_k;
-            for (int c = 0; c < Cfg::kNr; ++c) {
-              const int64_t n = n0 + j + c;
-              panel[k * Cfg::kNr + c] = n < p.N ? static_cast<Acc>(b_row[n * p.b_stride_n]) : Acc(0);
+            const T* b_row = B + (k0 + k) * p.b_stride_k + (n0 + j) * p.b_stride_n;
+            Acc* dst = panel + k * Cfg::kNr;
+            if (p.b_stride_n == 1 && cols == Cfg::kNr) {
+              for (int c = 0; c < Cfg::kNr; ++c) dst[c] = static_cast<Acc>(b_row[c]);
+            } else {
+              for (int64_t c = 0; c < cols; ++c) dst[c] = static_cast<Acc>(b_row[c * p.b_stride_n]);
+              for (int64_t c = cols; c < Cfg::kNr; ++c) dst[c] = Acc(0);
             }
           }
         }
-        block_product(mc_pad, nc_pad, kc, a_pack.get(), b_pack.get(), c_block.get());
+        block_product(mc_pad, nc_pad, kc, a_pack, b_pack, c_block);
       }
 
       // The bias joins in the accumulator type, before the one rounding to T.

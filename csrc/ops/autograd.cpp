@@ -44,16 +44,26 @@ const c10::TypedOperatorHandle<LinearFn>& linear_op() {
   return op;
 }
 
-// The kernel name travels to the backward in saved_data, so the gradients run on the rung the
-// forward ran on.
+// A kernel name other than "auto" travels to the backward in saved_data, so the gradients run on
+// the rung the forward ran on; "auto" (most calls) is not stored, which saves the string's
+// allocations per node.
 constexpr const char* kKernelKey = "kernel";
+constexpr const char* kAutoKernel = "auto";
+constexpr const char* kHasBiasKey = "has_bias";
 
-std::string saved_kernel(AutogradContext* ctx) { return ctx->saved_data[kKernelKey].toStringRef(); }
+void save_kernel(AutogradContext* ctx, c10::string_view kernel) {
+  if (kernel != kAutoKernel) ctx->saved_data[kKernelKey] = std::string(kernel);
+}
+
+std::string saved_kernel(AutogradContext* ctx) {
+  const auto found = ctx->saved_data.find(kKernelKey);
+  return found == ctx->saved_data.end() ? std::string(kAutoKernel) : found->second.toStringRef();
+}
 
 // Only what a needed gradient reads is saved: dA = dC·Bᵀ reads B, dB = Aᵀ·dC reads A.
 void save_operands(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
                    c10::string_view kernel) {
-  ctx->saved_data[kKernelKey] = std::string(kernel);
+  save_kernel(ctx, kernel);
   ctx->save_for_backward({b.requires_grad() ? a : at::Tensor(), a.requires_grad() ? b : at::Tensor()});
 }
 
@@ -125,9 +135,10 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias, c10::string_view kernel) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    ctx->saved_data[kKernelKey] = std::string(kernel);
-    // needs_input_grad counts the defined tensors only: bias is edge 2 where it is one.
-    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
+    save_kernel(ctx, kernel);
+    // needs_input_grad counts the defined tensors only: bias is edge 2 where it is one. Stored
+    // only where there is one (no map entry per node otherwise).
+    if (bias.has_value() && bias->defined()) ctx->saved_data[kHasBiasKey] = true;
     ctx->save_for_backward(
         {weight.requires_grad() ? x : at::Tensor(), x.requires_grad() ? weight : at::Tensor()});
     return linear_op().call(x, weight, bias, kernel);
@@ -138,7 +149,7 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     const std::string kernel = saved_kernel(ctx);
     const at::Tensor& grad = grads[0];
     const bool need_x = ctx->needs_input_grad(0), need_weight = ctx->needs_input_grad(1);
-    const bool need_bias = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
+    const bool need_bias = ctx->saved_data.count(kHasBiasKey) > 0 && ctx->needs_input_grad(2);
     at::Tensor grad_x, grad_weight, grad_bias;
     if (need_x) grad_x = linear_op().call(grad, saved[1].mT(), std::nullopt, kernel);
     if (need_weight && need_bias) {

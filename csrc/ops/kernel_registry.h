@@ -96,12 +96,13 @@ const KernelEntry<Fn>& find_kernel(const char* op, const std::array<KernelEntry<
                                    std::string_view requested, std::string_view auto_choice,
                                    DType dtype, const c10::Device& device, SmFn&& device_sm) {
   const std::string_view name = requested == "auto" ? auto_choice : canonical_kernel_name(requested);
-  const std::string device_type = c10::DeviceTypeName(device.type(), /*lower_case=*/true);
+  // Built only for a message: the lookup itself runs on every call.
+  const auto device_type = [&device] { return c10::DeviceTypeName(device.type(), /*lower_case=*/true); };
   for (const auto& entry : table) {
     if (name != entry.name) continue;
     TORCH_CHECK(entry.dtypes & dtype_bit(dtype), op, ": kernel '", requested, "' does not support dtype ",
                 to_scalar_type(dtype), " (it takes ", dtype_names(entry.dtypes), "); kernels for ",
-                device_type, " that do: ", names_for_device(device_type, dtype));
+                device_type(), " that do: ", names_for_device(device_type(), dtype));
     if (entry.min_sm > 0) {
       const int sm = device_sm();
       TORCH_CHECK(sm >= entry.min_sm, op, ": kernel '", requested, "' needs compute capability ",
@@ -110,7 +111,7 @@ const KernelEntry<Fn>& find_kernel(const char* op, const std::array<KernelEntry<
     }
     return entry;
   }
-  fail_unknown_kernel(op, requested, name, device_type);
+  fail_unknown_kernel(op, requested, name, device_type());
 }
 
 // Clears what params asks of `entry` that it does not compute (a GemmParams::row_sum it does not

@@ -99,9 +99,24 @@ GemmParams make_bmm_params(const at::Tensor& a, const at::Tensor& b, const at::T
 }
 
 GemmParams make_linear_params(const at::Tensor& x2d, const at::Tensor& weight,
-                              const std::optional<at::Tensor>& bias, const at::Tensor& out2d,
+                              const std::optional<at::Tensor>& bias, const at::Tensor& out,
                               DType dtype) {
-  GemmParams p = make_gemm_params(x2d, weight.t(), out2d, dtype);
+  // Filled from the sizes and strides directly: views (weight.t(), out as 2-D) would cost a trip
+  // through the dispatcher each.
+  GemmParams p;
+  p.M = x2d.size(0);
+  p.N = weight.size(0);
+  p.K = x2d.size(1);
+  p.dtype = dtype;
+  p.a = x2d.const_data_ptr();
+  p.a_stride_m = x2d.stride(0);
+  p.a_stride_k = x2d.stride(1);
+  p.b = weight.const_data_ptr();  // B = weightᵀ: B[k, n] = weight[n, k]
+  p.b_stride_k = weight.stride(1);
+  p.b_stride_n = weight.stride(0);
+  p.c = out.mutable_data_ptr();
+  p.c_stride_m = p.N;
+  p.c_stride_n = 1;
   if (bias.has_value() && bias->defined()) {
     p.bias = bias->const_data_ptr();
     p.bias_stride = bias->stride(0);
@@ -110,14 +125,15 @@ GemmParams make_linear_params(const at::Tensor& x2d, const at::Tensor& weight,
 }
 
 at::Tensor flatten_leading(const at::Tensor& x) {
+  if (x.dim() == 2) return x;
   // The product of the leading sizes, not -1: with K == 0 the -1 would be ambiguous.
   int64_t M = 1;
   for (int64_t d = 0; d + 1 < x.dim(); ++d) M *= x.size(d);
   return x.reshape({M, x.size(-1)});
 }
 
-std::vector<int64_t> linear_output_shape(const at::Tensor& x, const at::Tensor& weight) {
-  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
+at::DimVector linear_output_shape(const at::Tensor& x, const at::Tensor& weight) {
+  at::DimVector shape(x.sizes().begin(), x.sizes().end() - 1);
   shape.push_back(weight.size(0));
   return shape;
 }
@@ -153,10 +169,11 @@ at::Tensor linear_tiled_on(BackendRunFn run, const at::Tensor& x, const at::Tens
                            const std::optional<at::Tensor>& bias, c10::string_view kernel) {
   const DType dtype = check_linear_inputs(kLinearTiled, x, weight, bias);
   const at::Tensor x2d = flatten_leading(x);
-  at::Tensor out = at::empty({x2d.size(0), weight.size(0)}, x.options());
+  // Allocated in its final shape, contiguous: its rows are the product's rows.
+  at::Tensor out = at::empty(linear_output_shape(x, weight), x.options());
   GemmParams params = make_linear_params(x2d, weight, bias, out, dtype);
   run(kLinearTiled, kernel, params, x);
-  return out.view(linear_output_shape(x, weight));
+  return out;
 }
 
 std::tuple<at::Tensor, at::Tensor> mm_tiled_row_sum_on(BackendRunFn run, const at::Tensor& a,

@@ -1,6 +1,7 @@
 // Argument checks and params building shared by every backend of the gemm ops.
 #pragma once
 
+#include <ATen/core/DimVector.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
@@ -36,9 +37,10 @@ GemmParams make_bmm_params(const at::Tensor& a, const at::Tensor& b, const at::T
                            DType dtype);
 
 // A linear layer as one product: x2d (M, K) times weight (N, K) read transposed through its
-// strides (never copied), bias (if any) added in the epilogue, into out2d (M, N).
+// strides (never copied), bias (if any) added in the epilogue, into `out`, contiguous (..., N)
+// with M rows in all.
 GemmParams make_linear_params(const at::Tensor& x2d, const at::Tensor& weight,
-                              const std::optional<at::Tensor>& bias, const at::Tensor& out2d,
+                              const std::optional<at::Tensor>& bias, const at::Tensor& out,
                               DType dtype);
 
 // x[..., K] as a 2-D (M, K) tensor: a view where the strides allow one, else a contiguous copy
@@ -46,7 +48,7 @@ GemmParams make_linear_params(const at::Tensor& x2d, const at::Tensor& weight,
 at::Tensor flatten_leading(const at::Tensor& x);
 
 // The shape of linear_tiled's result: x's leading dimensions, then N.
-std::vector<int64_t> linear_output_shape(const at::Tensor& x, const at::Tensor& weight);
+at::DimVector linear_output_shape(const at::Tensor& x, const at::Tensor& weight);
 
 }  // namespace torch_gemm
 
