@@ -161,13 +161,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      "benchmarks/bench_generate.py", argv)
     metadata.update(timer="time.perf_counter around generate(), synchronized; median of reps, sides alternating",
                     transformers=transformers.__version__, model={**LLAMA_1B, "num_hidden_layers": args.layers})
-    for key in ("warmup_ms", "rep_ms"):
-        metadata.pop(key, None)
-    record = bench_mm.merge_records(bench_mm.load_record(path, "bench_generate.py"), metadata, rows,
-                                    key=lambda r: tuple(r.get(k) for k in ROW_KEY),
-                                    order=lambda r: tuple(str(r.get(k)) for k in ROW_KEY))
-    bench_mm.write_record(record, path, path.with_suffix(".csv"), ROW_FIELDS)
-    print(f"record: {path}")
+    bench_mm.write_host_timed_record(path, "bench_generate.py", metadata, rows, ROW_KEY, ROW_FIELDS)
     return 0
 
 

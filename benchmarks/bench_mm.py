@@ -701,6 +701,20 @@ def write_record(record: dict, json_path: Path, csv_path: Path, fields: Sequence
     os.replace(tmp, csv_path)
 
 
+
+def write_host_timed_record(path: Path, script: str, metadata: dict, rows: list[dict],
+                            row_key: Sequence[str], row_fields: Sequence[str]) -> None:
+    """Merges `rows` into the record at `path` (a row with the same `row_key` values replaces the
+    old one) and writes it with its CSV: for the scripts timed by the host's clock, whose metadata
+    has no CUDA-event timing."""
+    for key in ("warmup_ms", "rep_ms"):
+        metadata.pop(key, None)
+    record = merge_records(load_record(path, script), metadata, rows,
+                           key=lambda r: tuple(r.get(k) for k in row_key),
+                           order=lambda r: tuple(str(r.get(k)) for k in row_key))
+    write_record(record, path, path.with_suffix(".csv"), row_fields)
+    print(f"record: {path}")
+
 def git_state() -> tuple[Optional[str], Optional[bool]]:
     """(HEAD commit, whether tracked files differ from it), or (None, None) outside git.
 

@@ -258,13 +258,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      bench_mm.Timing(), "benchmarks/bench_overhead.py", argv)
     metadata.update(timer="time.perf_counter per block of calls, median of blocks, ours and torch alternating",
                     host_cpu=bench_mm.cpu_name(), threads=torch.get_num_threads(), shapes=SHAPES)
-    for key in ("warmup_ms", "rep_ms"):
-        metadata.pop(key, None)
-    record = bench_mm.merge_records(bench_mm.load_record(path, "bench_overhead.py"), metadata, rows,
-                                    key=lambda r: tuple(r.get(k) for k in ROW_KEY),
-                                    order=lambda r: tuple(str(r.get(k)) for k in ROW_KEY))
-    bench_mm.write_record(record, path, path.with_suffix(".csv"), ROW_FIELDS)
-    print(f"record: {path}")
+    bench_mm.write_host_timed_record(path, "bench_overhead.py", metadata, rows, ROW_KEY, ROW_FIELDS)
     return 0
 
 
