@@ -25,8 +25,10 @@ def pytest_report_header(config):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The seed again at the end, where `-q` shows it, with the soak's count when it ran."""
+    """The seed again at the end, where `-q` shows it, with the kernels this build compiled (a
+    CPU-only build says how to get the CUDA ones) and the soak's count when it ran."""
     terminalreporter.write_line(f"random inputs seeded with TORCH_GEMM_TEST_SEED={SEED}")
+    terminalreporter.write_line(torch_gemm.describe_build())
     soak = sys.modules.get("test_soak")
     for line in getattr(soak, "SOAK_SUMMARY", []):
         terminalreporter.write_line(line)

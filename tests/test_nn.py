@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 
+import logging
+
 import pytest
 import torch
 from torch import nn
@@ -246,7 +248,8 @@ def test_returns_model_and_swaps_a_root_linear():
     model = small_decoder()
     assert swap_linear(model) is model
     root = nn.Linear(4, 4)
-    assert swap_linear(root) is root and type(root) is nn.Linear  # the root's name is "", no projection
+    with pytest.warns(UserWarning, match=r"none of its 1 nn.Linear modules \(<the model itself>\)"):
+        assert swap_linear(root) is root and type(root) is nn.Linear  # the root's name is "", no projection
     assert swap_linear(root, all_linear=True) is root and type(root) is Linear
     assert unswap_linear(root) is root and type(root) is nn.Linear
 
@@ -257,7 +260,8 @@ def test_linear_subclasses_are_left_alone():
             return 2 * super().forward(x)
 
     model = nn.ModuleDict({"q_proj": Scaled(4, 4), "mha": nn.MultiheadAttention(8, 2)})
-    swap_linear(model, all_linear=True)
+    with pytest.warns(UserWarning, match="the model has no nn.Linear module"):
+        swap_linear(model, all_linear=True)
     assert type(model["q_proj"]) is Scaled
     assert type(model["mha"].out_proj) is nn.modules.linear.NonDynamicallyQuantizableLinear
 
@@ -273,12 +277,33 @@ def test_linear_subclasses_are_left_alone():
         (lambda: swap_linear(nn.Linear(2, 2), lambda n, m: True, all_linear=True), ValueError, "not both"),
         (lambda: swap_linear(nn.Linear(2, 2), "q_proj"), TypeError, "filter_fn must be callable"),
         (lambda: swap_linear(nn.Linear(2, 2), kernel=3), TypeError, "kernel must be a str"),
+        (lambda: swap_linear(nn.Linear(2, 2), kernel="bogus"), ValueError,
+         "swap_linear: kernel 'bogus' is not a kernel of this build; known: auto, "),
+        (lambda: Linear(2, 2, kernel="bogus"), ValueError,
+         r"torch_gemm.nn.Linear: kernel 'bogus' is not a kernel of this build; known: auto, .*blocked"),
     ],
-    ids=["dict", "tensor", "unswap_list", "filter_and_all", "filter_not_callable", "kernel_not_str"],
+    ids=["dict", "tensor", "unswap_list", "filter_and_all", "filter_not_callable", "kernel_not_str",
+         "swap_kernel_unknown", "linear_kernel_unknown"],
 )
 def test_bad_arguments(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_swap_that_swaps_nothing_warns_and_names_the_candidates():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    with pytest.warns(UserWarning, match=r"no module was swapped: the filter chose none of its 2 nn.Linear modules \(0, 2\)"):
+        swap_linear(model)
+    assert not any(isinstance(m, Linear) for m in model.modules())
+    with pytest.warns(UserWarning, match="the model has no nn.Linear module"):
+        swap_linear(nn.ReLU())
+
+
+def test_swap_logs_what_it_swapped(caplog):
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+    with caplog.at_level(logging.INFO, logger="torch_gemm.nn"):
+        swap_linear(model, all_linear=True)
+    assert "swap_linear: 2 module(s) on torch_gemm (kernel='auto'): 0, 1" in caplog.text
 
 
 # ---------------------------------------------------------------------------------------------

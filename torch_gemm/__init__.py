@@ -12,6 +12,7 @@ import torch  # noqa: F401  (the extension needs torch's libraries loaded first)
 
 from torch_gemm import _C  # noqa: F401  (registers the gemm ops)
 from torch_gemm import nn  # noqa: F401  (torch_gemm.nn.Linear)
+from torch_gemm.build import build_info, describe_build, warn_if_cuda_kernels_missing
 from torch_gemm.nn import swap_linear, unswap_linear
 from torch_gemm.ops import available_kernels, bmm_tiled, kernel_table, linear_tiled, mm_tiled, mm_tiled_row_sum
 from torch_gemm.version import __version__
@@ -19,7 +20,9 @@ from torch_gemm.version import __version__
 __all__ = [
     "__version__",
     "available_kernels",
+    "build_info",
     "bmm_tiled",
+    "describe_build",
     "kernel_table",
     "linear_tiled",
     "mm_tiled",
@@ -28,3 +31,5 @@ __all__ = [
     "swap_linear",
     "unswap_linear",
 ]
+
+warn_if_cuda_kernels_missing()

@@ -14,6 +14,8 @@ elsewhere keep working, and nothing is allocated.
 
 from __future__ import annotations
 
+import logging
+import warnings
 from typing import Callable, Optional, TypeVar
 
 import torch
@@ -28,6 +30,8 @@ __all__ = [
     "unswap_linear",
 ]
 
+logger = logging.getLogger(__name__)
+
 ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
 FilterFn = Callable[[str, torch.nn.Module], bool]
 
@@ -38,8 +42,8 @@ class Linear(torch.nn.Linear):
 
     Same constructor, parameters and ``state_dict`` keys as ``nn.Linear`` (a state dict of one
     loads into the other), plus ``kernel``: the ``kernel=`` argument passed to every call
-    (``"auto"``, or a name from ``torch_gemm.available_kernels()``). It is a plain attribute
-    and may be changed at any time.
+    (``"auto"``, or a name from ``torch_gemm.available_kernels()``), checked against this
+    build's kernels at construction. It is a plain attribute and may be changed at any time.
     """
 
     kernel: str = "auto"
@@ -55,7 +59,7 @@ class Linear(torch.nn.Linear):
         kernel: str = "auto",
     ) -> None:
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
-        self.kernel = _checked_kernel(kernel)
+        self.kernel = _checked_kernel("torch_gemm.nn.Linear", kernel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return ops.linear_tiled(x, self.weight, self.bias, kernel=self.kernel)
@@ -124,9 +128,17 @@ def is_attention_projection(name: str, module: torch.nn.Module) -> bool:
 # Swapping.
 
 
-def _checked_kernel(kernel: object) -> str:
+def _checked_kernel(fn: str, kernel: object) -> str:
+    """kernel itself, if it is "auto" or a kernel this build compiled (for any device and dtype:
+    the module may move later); a bad name fails here rather than at the first forward."""
     if not isinstance(kernel, str):
-        raise TypeError(f"kernel must be a str such as 'auto', got {type(kernel).__name__}")
+        raise TypeError(f"{fn}: kernel must be a str such as 'auto', got {type(kernel).__name__}")
+    known = ["auto"] + sorted({row["name"] for row in ops.kernel_table()})
+    if kernel not in known:
+        raise ValueError(
+            f"{fn}: kernel {kernel!r} is not a kernel of this build; known: {', '.join(known)} "
+            "(torch_gemm.available_kernels(device, dtype) lists those for a device and dtype)"
+        )
     return kernel
 
 
@@ -154,7 +166,8 @@ def swap_linear(
         all_linear: swap every candidate (instead of giving ``filter_fn``).
 
     Returns:
-        ``model`` itself.
+        ``model`` itself. The swapped modules' names are logged (logger ``torch_gemm.nn``, level
+        INFO); a call that swaps nothing warns, naming the ``nn.Linear`` modules it passed over.
 
     Each chosen module's class becomes ``torch_gemm.nn.Linear``: the module object, its
     Parameters, hooks and attributes are kept, so optimizers built before the swap, tied weights
@@ -165,7 +178,7 @@ def swap_linear(
     swapped once.
     """
     _check_module("swap_linear", model)
-    kernel = _checked_kernel(kernel)
+    kernel = _checked_kernel("swap_linear", kernel)
     if all_linear and filter_fn is not None:
         raise ValueError("swap_linear: give filter_fn or all_linear=True, not both")
     if filter_fn is not None and not callable(filter_fn):
@@ -173,12 +186,31 @@ def swap_linear(
             f"swap_linear: filter_fn must be callable as filter_fn(name, module), got {type(filter_fn).__name__}"
         )
     chosen = (lambda name, module: True) if all_linear else (filter_fn or is_attention_projection)
+    swapped, passed_over = [], []
     for name, module in model.named_modules():
-        if type(module) not in (torch.nn.Linear, Linear) or not chosen(name, module):
+        if type(module) not in (torch.nn.Linear, Linear):
+            continue
+        if not chosen(name, module):
+            passed_over.append(name)
             continue
         if type(module) is torch.nn.Linear:
             module.__class__ = Linear
         module.kernel = kernel
+        swapped.append(name)
+    if swapped:
+        logger.info("swap_linear: %d module(s) on torch_gemm (kernel=%r): %s", len(swapped), kernel,
+                    ", ".join(name or "<the model itself>" for name in swapped))
+    else:
+        names = [name or "<the model itself>" for name in passed_over]
+        seen = (f"the filter chose none of its {len(names)} nn.Linear modules ({', '.join(names[:8])}"
+                + (", ...)" if len(names) > 8 else ")")) if names else "the model has no nn.Linear module"
+        warnings.warn(
+            f"swap_linear: no module was swapped: {seen}. The default filter takes attention "
+            "projections by name (torch_gemm.nn.ATTENTION_PROJECTION_NAMES); pass filter_fn or "
+            "all_linear=True to choose others (subclasses of nn.Linear are never swapped)",
+            UserWarning,
+            stacklevel=2,
+        )
     return model
 
 
