@@ -1,5 +1,5 @@
 """Shared helpers for the torch_gemm tests: devices, kernels, operands in every layout, the
-float64 reference and the error budget (DESIGN §5)."""
+float64 reference and the error budget (docs/numerics.md)."""
 
 from __future__ import annotations
 
@@ -202,10 +202,10 @@ def error_scale(ref: torch.Tensor, summands: torch.Tensor, K: int) -> float:
 
 
 def assert_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias=None) -> None:
-    """DESIGN §5 on the whole matrix — fp64 < 1e-12, fp32 < 1e-5 (relative to error_scale),
-    16-bit and TF32 (float32 on CUDA while torch allows TF32) within 2x of torch.mm's own error on
-    the same inputs, with the same TF32 setting — and, so that one wrong element
-    or edge row cannot hide in the rounding of the rest, on every element:
+    """docs/numerics.md's two checks. On the whole matrix — fp64 < 1e-12, fp32 < 1e-5 (relative
+    to error_scale), 16-bit and TF32 (float32 on CUDA while torch allows TF32) within 2x of
+    torch.mm's own error on the same inputs, with the same TF32 setting — and, so that one wrong
+    element or edge row cannot hide in the rounding of the rest, on every element:
     |out - ref| <= eps(out dtype)·(|ref| + tiny) + 3·√K·u(accumulator)·(|A|·|B|), where
     eps·tiny is the output dtype's subnormal spacing (fp16 results under 6e-5 round absolutely),
     and TF32 adds its operand truncation, 2^-9·(|A|·|B|).

@@ -1,4 +1,4 @@
-"""Helpers for the module-level tests (test_nn.py, test_attention_model.py): the DESIGN §5 error
+"""Helpers for the module-level tests (test_nn.py, test_attention_model.py): the docs/numerics.md error
 budget applied to a computation done twice in the same dtype — once with torch_gemm's
 projections, once with torch's — against a float64 reference of the same computation."""
 
@@ -13,7 +13,7 @@ import torch_gemm.nn
 from gemm_testing import rel_err
 
 # How far ours may be from the float64 reference, as a multiple of torch's own distance from it,
-# for 16-bit dtypes: 2x for one product (DESIGN §5), more where many roundings compound (a whole
+# for 16-bit dtypes: 2x for one product (docs/numerics.md), more where many roundings compound (a whole
 # attention block: projections, softmax, their gradients) and either implementation may be the
 # luckier one on a given input.
 SINGLE_OP_FACTOR = 2.0

@@ -45,7 +45,7 @@ def _attention_results(block: nn.Module, x: torch.Tensor, grad: torch.Tensor) ->
 @pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
 def test_attention_block_matches_torch(device, dtype, fused_qkv, bias):
     """Swapped (backend="gemm") and torch blocks with the same weights: output and every
-    gradient against the float64 block, within DESIGN §5's budget (float32: 1e-4 relative;
+    gradient against the float64 block, within the error budget of docs/numerics.md (float32: 1e-4 relative;
     bfloat16: 3x torch's own bfloat16 error on the same inputs)."""
     gen = generator(device, "attention", dtype, fused_qkv, bias)
     kwargs = {"fused_qkv": fused_qkv, "bias": bias, "causal": True, "device": device, "dtype": dtype}
