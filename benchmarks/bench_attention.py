@@ -8,8 +8,8 @@ the torch result, then the two are timed. Passes:
 ``fwd`` (inference: under ``torch.no_grad``) and ``fwd+bwd`` (forward, then the gradients of the
 input and of every parameter for a random upstream gradient). Heads are width / head_dim (128).
 
-Timing as bench_mm.py (DESIGN §6): CUDA events, median, L2 flushed before every rep, the torch
-module and its swapped twin (for linear_bias: with the bias, without it, and torch's F.linear)
+Timing as bench_mm.py (docs/benchmarks.md): CUDA events, median, L2 flushed before every rep, the
+torch module and its swapped twin (for linear_bias: with the bias, without it, and torch's F.linear)
 interleaved rep by rep, so that both sides meet the same clocks (timed one after the other, the
 first runs on a cooler GPU); float32 rows have TF32 off for both sides (dtype ``tf32`` turns it
 on for both). A swapped module whose output (and, for
@@ -25,7 +25,8 @@ Usage::
 
 Rows merge into ``<out>/<gpu>-attention.json`` (same metadata block as bench_mm.py; a row per
 module, pass, dtype, width, tokens and batch) with ``<gpu>-attention.csv`` and the plot
-``<gpu>-attention.png`` beside it. In every row ``ratio = baseline_ms / ms``: for the
+``<gpu>-attention.png`` beside it; ``<out>`` is ``./bench_results`` unless ``--out`` says
+otherwise (``--record``: the checkout's ``benchmarks/results``). In every row ``ratio = baseline_ms / ms``: for the
 ``attention`` and ``decoder_layer`` rows the baseline is torch (``torch_ms``), so above 1 means
 torch_gemm is faster; for the ``linear_bias`` rows (linear_tiled with a bias against without
 one, at width 4096, 8192 tokens, bfloat16 by default) it is the same call without the bias, so
@@ -38,8 +39,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import math
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,8 +51,11 @@ import torch_gemm
 from torch_gemm.attention import DecoderConfig, DecoderLayer, MultiHeadAttention
 from torch_gemm.nn import swap_linear
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_mm  # noqa: E402  (timing, device names, git state and record writing shared with it)
+from harness import cli, device as devices, gate, plots, records, table, timing
+from harness.dtypes import TORCH_DTYPES, tf32_mode
+from harness.timing import Timing
+
+PROGRAM = "bench_attention"
 
 MODULES = ("attention", "decoder_layer", "linear_bias")
 PASSES = ("fwd", "fwd+bwd")
@@ -153,7 +155,7 @@ def build_cases(
 
 def build_module(case: Case, head_dim: int, device: torch.device) -> torch.nn.Module:
     """The torch variant of a case's module, initialized by torch's defaults (seeded)."""
-    dtype = bench_mm.TORCH_DTYPES[case.dtype]
+    dtype = TORCH_DTYPES[case.dtype]
     torch.manual_seed(0)
     heads = case.width // head_dim
     if case.module == "attention":
@@ -178,22 +180,6 @@ def module_step(module: torch.nn.Module, x: torch.Tensor, grad: torch.Tensor, pa
     return forward_backward
 
 
-def rel_diff(ours: Sequence[torch.Tensor], theirs: Sequence[torch.Tensor]) -> float:
-    """The largest ‖ours − theirs‖ / ‖theirs‖ over the checked tensors, computed in float64;
-    NaN where shapes differ or a result is not finite."""
-    worst = 0.0
-    for a, b in zip(ours, theirs):
-        if a.shape != b.shape:
-            return math.nan
-        diff = torch.linalg.vector_norm(a.double() - b.double()).item()
-        norm = torch.linalg.vector_norm(b.double()).item()
-        err = diff / norm if norm > 0 else (0.0 if diff == 0 else math.inf)
-        if not math.isfinite(err):
-            return math.nan
-        worst = max(worst, err)
-    return worst
-
-
 @dataclass(frozen=True)
 class Measurement:
     """Times and check of one (case, pass): status OK (checked, then timed), WRONG (failed the
@@ -205,20 +191,6 @@ class Measurement:
     torch_ms: Optional[float]
     rel_diff: Optional[float]
     error: Optional[str] = None
-
-
-def _first_line(e: BaseException) -> str:
-    return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
-
-
-def check(ours: Callable[[], tuple], reference: tuple, tol: float) -> tuple[str, Optional[float], Optional[str]]:
-    """(status, rel_diff, error) of ``ours``, run once and compared with ``reference``."""
-    try:
-        # The check runs inside the try: an asynchronous CUDA fault surfaces at its .item().
-        diff = rel_diff(ours(), reference)
-        return ("OK" if diff <= tol else "WRONG"), diff, None
-    except RuntimeError as e:  # TORCH_CHECK failures, CUDA errors, out of memory
-        return "ERROR", None, _first_line(e)
 
 
 def swapped_twin(module: torch.nn.Module, cfg: "Config") -> torch.nn.Module:
@@ -234,18 +206,18 @@ def measure_module(case: Case, pass_name: str, module: torch.nn.Module, x: torch
     torch_step = module_step(module, x, grad, pass_name)
     reference = tuple(t.detach().clone() for t in torch_step()[:2])  # output, and x's gradient
     ours_step = module_step(swapped_twin(module, cfg), x, grad, pass_name)
-    status, diff, error = check(lambda: ours_step()[:2], reference, CHECK_TOL[case.dtype])
+    status, diff, error = gate.check_against(lambda: ours_step()[:2], reference, CHECK_TOL[case.dtype])
     if status == "OK":
-        ms, torch_ms = bench_mm.time_interleaved([ours_step, torch_step], cfg.device, cfg.timing)
+        ms, torch_ms = timing.time_interleaved([ours_step, torch_step], cfg.device, cfg.budget)
     else:
-        ms, torch_ms = None, bench_mm.time_ms(torch_step, cfg.device, cfg.timing)
+        ms, torch_ms = None, timing.time_ms(torch_step, cfg.device, cfg.budget)
     return Measurement(status, ms, torch_ms, torch_ms, diff, error)
 
 
 def measure_bias(case: Case, pass_name: str, cfg: "Config") -> Measurement:
     """linear_tiled with a bias against without one (the baseline), on the same x and weight;
     torch's F.linear with the bias beside them."""
-    dtype = bench_mm.TORCH_DTYPES[case.dtype]
+    dtype = TORCH_DTYPES[case.dtype]
     gen = torch.Generator(device=cfg.device).manual_seed(0)
 
     def randn(*shape: int, scale: float = 1.0) -> torch.Tensor:
@@ -272,24 +244,20 @@ def measure_bias(case: Case, pass_name: str, cfg: "Config") -> Measurement:
     tol = CHECK_TOL[case.dtype]
     torch_with = step(F.linear, True)
     ours_with, ours_without = step(ours, True), step(ours, False)
-    status, diff, error = check(ours_with, tuple(t.detach().clone() for t in torch_with()), tol)
+    status, diff, error = gate.check_against(ours_with, tuple(t.detach().clone() for t in torch_with()), tol)
     if status == "OK":
         reference = tuple(t.detach().clone() for t in step(F.linear, False)())
-        status, diff_without, error = check(ours_without, reference, tol)
+        status, diff_without, error = gate.check_against(ours_without, reference, tol)
         diff = diff_without if diff_without is None else max(diff, diff_without)
     if status != "OK":
-        return Measurement(status, None, None, bench_mm.time_ms(torch_with, cfg.device, cfg.timing), diff, error)
-    ms, baseline_ms, torch_ms = bench_mm.time_interleaved([ours_with, ours_without, torch_with], cfg.device,
-                                                         cfg.timing)
+        return Measurement(status, None, None, timing.time_ms(torch_with, cfg.device, cfg.budget), diff, error)
+    ms, baseline_ms, torch_ms = timing.time_interleaved([ours_with, ours_without, torch_with], cfg.device,
+                                                        cfg.budget)
     return Measurement(status, ms, baseline_ms, torch_ms, diff, error)
 
 
 # ---------------------------------------------------------------------------------------------
 # Rows and records.
-
-
-def _finite(x: Optional[float]) -> Optional[float]:
-    return x if x is not None and math.isfinite(x) else None
 
 
 def make_row(case: Case, pass_name: str, m: Measurement, cfg: "Config", git_commit: Optional[str]) -> dict:
@@ -318,15 +286,11 @@ def make_row(case: Case, pass_name: str, m: Measurement, cfg: "Config", git_comm
         "baseline_ms": m.baseline_ms,
         "tflops": tflops_of(count, m.ms) if ok else None,
         "torch_tflops": tflops_of(count, m.torch_ms),
-        "rel_diff": _finite(m.rel_diff),
+        "rel_diff": gate.finite_or_none(m.rel_diff),
         "tol": CHECK_TOL[case.dtype],
         "error": m.error,
         "git_commit": git_commit,
     }
-
-
-def row_key(row: dict) -> tuple:
-    return tuple(row.get(k) for k in ROW_KEY)
 
 
 def _row_order(row: dict) -> tuple:
@@ -340,76 +304,55 @@ def _row_order(row: dict) -> tuple:
 def merge_records(old: Optional[dict], metadata: dict, rows: Sequence[dict]) -> dict:
     """Rows of this run replace old rows with the same key (module, pass, dtype, width, tokens,
     batch, kernel, swapped); other old rows stay; this run's metadata keys replace the old ones."""
-    return bench_mm.merge_records(old, metadata, rows, key=row_key, order=_row_order)
-
-
-def load_record(path: Path) -> Optional[dict]:
-    return bench_mm.load_record(path, program="bench_attention")
-
-
-def write_record(record: dict, json_path: Path, csv_path: Path) -> None:
-    """JSON with one row per line and a CSV, as bench_mm.py writes them."""
-    bench_mm.write_record(record, json_path, csv_path, fields=ROW_FIELDS)
+    return records.merge_records(old, metadata, rows, key=records.key_of(ROW_KEY), order=_row_order)
 
 
 # ---------------------------------------------------------------------------------------------
 # Output.
 
 
-def _fmt(x: Optional[float], spec: str) -> str:
-    return "-" if x is None else format(x, spec)
+LEGEND = (
+    ("ms", "median time of one call with the projections on torch_gemm (swapped module) or of linear_tiled"),
+    ("baseline ms", "the same for the baseline: torch's nn.Linear module (attention, decoder_layer), "
+                    "linear_tiled without the bias (linear_bias)"),
+    ("ratio", "baseline ms / ms: above 1, torch_gemm is faster (linear_bias: 1 = the fused bias is free)"),
+    ("TFLOP/s", "the call's model FLOPs / ms; torch TFLOP/s the same for torch's side"),
+    ("rel_diff", "largest |ours - torch| / |torch| of the output (and, fwd+bwd, x's gradient); "
+                 "WRONG: beyond the dtype's sanity bound, not timed"),
+)
 
 
 def format_table(rows: Sequence[dict]) -> str:
-    """The run's rows as a fixed-width text table."""
+    """The run's rows as a fixed-width text table, with the legend of its columns under it."""
     header = ("module", "pass", "dtype", "width", "tokens", "ms", "baseline ms", "ratio", "TFLOP/s",
               "torch TFLOP/s", "rel_diff", "status")
-    lines = []
-    for r in rows:
-        status = r["status"] if r["status"] != "ERROR" else f"ERROR: {r['error']}"
-        if r["status"] == "WRONG":
-            status = f"WRONG (tol {r['tol']:.0e})"
-        lines.append((
-            r["module"], r["pass"], r["dtype"], str(r["width"]), str(r["tokens"]), _fmt(r["ms"], ".3f"),
-            _fmt(r["baseline_ms"], ".3f"), _fmt(r["ratio"], ".3f"), _fmt(r["tflops"], ".1f"),
-            _fmt(r["torch_tflops"], ".1f"), _fmt(r["rel_diff"], ".1e"), status,
-        ))
-    widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h) for i, h in enumerate(header)]
-    numeric = set(range(3, 11))
-
-    def fmt_line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    legend = ("ratio = baseline ms / ms: the baseline is torch (nn.Linear) for attention and decoder_layer, "
-              "linear_tiled without bias for linear_bias")
-    return "\n".join([fmt_line(header), fmt_line(["-" * w for w in widths]), *map(fmt_line, lines), legend])
+    lines = [(
+        r["module"], r["pass"], r["dtype"], str(r["width"]), str(r["tokens"]), table.fmt(r["ms"], ".3f"),
+        table.fmt(r["baseline_ms"], ".3f"), table.fmt(r["ratio"], ".3f"), table.fmt(r["tflops"], ".1f"),
+        table.fmt(r["torch_tflops"], ".1f"), table.fmt(r["rel_diff"], ".1e"), table.status_text(r, ".0e"),
+    ) for r in rows]
+    return "\n".join([
+        table.fixed_width(header, lines, numeric=set(range(3, 11))),
+        "Each row: the module with its projections on torch_gemm against the same module on nn.Linear "
+        "(same weights, inputs and run).",
+        table.legend(LEGEND),
+        "Method and columns: docs/benchmarks.md",
+    ])
 
 
 def plot_record(record: dict, path: Path) -> Optional[Path]:
     """ratio (torch / ours) against tokens: a panel per module and pass, a line per dtype and
     width. Returns the file written, or None (no matplotlib, or no rows to plot)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import FuncFormatter
-    except ImportError:
-        print("bench_attention: warning: the plot needs matplotlib (pip install matplotlib); none written",
-              file=sys.stderr)
+    plt = plots.pyplot(PROGRAM)
+    if plt is None:
         return None
     rows = [r for r in record["rows"] if r.get("module") in MODULES[:2] and r.get("ratio")]
     panels = [(m, p) for m in MODULES[:2] for p in PASSES if any(r["module"] == m and r["pass"] == p for r in rows)]
     if not panels:
-        print(f"bench_attention: no module rows in the record; {path.name} not written", file=sys.stderr)
+        print(f"{PROGRAM}: no module rows in the record; {path.name} not written", file=sys.stderr)
         return None
-    cols = min(2, len(panels))
-    nrows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(6.0 * cols, 4.2 * nrows), squeeze=False)
-    for ax in axes.flat[len(panels):]:
-        ax.set_visible(False)
-    for ax, (module, pass_name) in zip(axes.flat, panels):
+    fig, axes = plots.panels(plt, len(panels), 6.0, 4.2)
+    for ax, (module, pass_name) in zip(axes, panels):
         mine = [r for r in rows if r["module"] == module and r["pass"] == pass_name]
         for dtype, width, batch in sorted({(r["dtype"], r["width"], r["batch"]) for r in mine},
                                           key=lambda k: (DTYPES.index(k[0]) if k[0] in DTYPES else 9, k[1], k[2])):
@@ -419,9 +362,7 @@ def plot_record(record: dict, path: Path) -> Optional[Path]:
             ax.plot(*zip(*pts), marker="o", label=label)
         ax.axhline(1.0, color="k", linestyle="--", linewidth=1)
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")  # ratios far below and above 1 side by side (bench_mm's plots do the same)
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(FuncFormatter(bench_mm._label_2_and_5))
+        plots.log_y(ax)
         ticks = sorted({r["tokens"] for r in mine})
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.set_xlabel("tokens (batch × sequence)")
@@ -430,30 +371,11 @@ def plot_record(record: dict, path: Path) -> Optional[Path]:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
     fig.suptitle(f"projections on torch_gemm vs nn.Linear, on {record.get('metadata', {}).get('device', '?')}")
-    fig.tight_layout(rect=(0.0, 0.0, 1.0, 1.0 - 0.5 / fig.get_figheight()))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return plots.save(plt, fig, path)
 
 
 # ---------------------------------------------------------------------------------------------
 # Command line.
-
-
-def parse_list(values: Optional[Sequence[str]]) -> list[str]:
-    """Values given as repeated arguments and/or comma-separated lists, flattened, in order,
-    without duplicates."""
-    return list(dict.fromkeys(v for value in values or () for v in re.split(r"[,\s]+", value) if v))
-
-
-def parse_ints(values: Optional[Sequence[str]], what: str) -> list[int]:
-    """Positive integers from parse_list; ``ValueError`` naming the bad item."""
-    numbers = []
-    for item in parse_list(values):
-        if not re.fullmatch(r"\d+", item) or int(item) < 1:
-            raise ValueError(f"{what}: {item!r} is not a positive integer")
-        numbers.append(int(item))
-    return numbers
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -485,13 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="linear_bias: dtype (default: %(default)s)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cuda (default); cpu only to exercise the script, its times mean little")
-    parser.add_argument("--out", type=Path, default=bench_mm.DEFAULT_OUT,
-                        help="directory of the <gpu>-attention.json/.csv/.png record (default: benchmarks/results)")
+    cli.add_output_args(parser, "<gpu>-attention.json/.csv/.png")
     parser.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
-    parser.add_argument("--warmup-ms", type=float, default=bench_mm.Timing.warmup_ms,
-                        help="warm-up time per measurement in ms (default: %(default)g)")
-    parser.add_argument("--rep-ms", type=float, default=bench_mm.Timing.rep_ms,
-                        help="time of the timed reps per measurement in ms (default: %(default)g)")
+    cli.add_timing_args(parser)
     return parser
 
 
@@ -505,7 +423,7 @@ class Config:
     kernel: str
     swap: str
     head_dim: int
-    timing: bench_mm.Timing
+    budget: Timing
     out: Path
     plot: bool
     quick: bool
@@ -519,17 +437,17 @@ def parse_args(argv: Optional[Sequence[str]]) -> Optional[Config]:
     if args.device == "cuda" and not torch.cuda.is_available():
         return None
     if args.device == "cuda" and not torch_gemm._C.built_with_cuda():
-        parser.error("this build of torch_gemm has no CUDA kernels (rebuild it on a machine with nvcc, see setup.py)")
+        parser.error(devices.no_cuda_kernels_message())
 
-    dtypes = parse_list(args.dtypes) or list(DEFAULT_DTYPES)
+    dtypes = cli.split_list(args.dtypes) or list(DEFAULT_DTYPES)
     for d in dtypes:
         if d not in DTYPES:
             parser.error(f"--dtypes: unknown dtype {d!r}; choose from {', '.join(DTYPES)}")
-    modules = parse_list(args.modules) or list(MODULES)
+    modules = cli.split_list(args.modules) or list(MODULES)
     for m in modules:
         if m not in MODULES:
             parser.error(f"--modules: unknown module {m!r}; choose from {', '.join(MODULES)}")
-    passes = parse_list(args.passes) or list(PASSES)
+    passes = cli.split_list(args.passes) or list(PASSES)
     for p in passes:
         if p not in PASSES:
             parser.error(f"--passes: unknown pass {p!r}; choose from {', '.join(PASSES)}")
@@ -539,8 +457,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> Optional[Config]:
         dtypes, widths, tokens = list(QUICK["dtypes"]), list(QUICK["widths"]), list(QUICK["tokens"])
     else:
         try:
-            widths = parse_ints(args.widths, "--widths") or list(DEFAULT_WIDTHS)
-            tokens = parse_ints(args.tokens, "--tokens") or list(DEFAULT_TOKENS)
+            widths = cli.parse_ints(args.widths, "--widths") or list(DEFAULT_WIDTHS)
+            tokens = cli.parse_ints(args.tokens, "--tokens") or list(DEFAULT_TOKENS)
         except ValueError as e:
             parser.error(str(e))
     for number, name in ((args.batch, "--batch"), (args.head_dim, "--head-dim"), (args.bias_width, "--bias-width"),
@@ -559,12 +477,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> Optional[Config]:
     available = torch_gemm.available_kernels(device)
     if args.kernel not in available:
         parser.error(f"--kernel: {args.kernel!r} is not available for {device.type}; available: {', '.join(available)}")
-    if not (args.warmup_ms >= 0 and args.rep_ms > 0):
-        parser.error("--warmup-ms must be >= 0 and --rep-ms > 0")
     bias_dtype = args.bias_dtype if not (args.device == "cpu" and args.bias_dtype == "tf32") else "float32"
     cases = build_cases(modules, dtypes, widths, tokens, args.batch, (bias_dtype, args.bias_width, args.bias_tokens))
     return Config(device, cases, passes, args.kernel, args.swap, args.head_dim,
-                  bench_mm.Timing(args.warmup_ms, args.rep_ms), args.out, not args.no_plot, args.quick)
+                  cli.budget_from(args, parser), cli.output_dir(args, parser), not args.no_plot, args.quick)
 
 
 def run_case(case: Case, cfg: Config, git_commit: Optional[str],
@@ -572,7 +488,7 @@ def run_case(case: Case, cfg: Config, git_commit: Optional[str],
     """Rows of every pass of one case. ``cache`` holds the last module built, so the tokens of
     one width reuse its weights."""
     rows = []
-    with bench_mm.tf32_mode(case.dtype == "tf32"):
+    with tf32_mode(case.dtype == "tf32"):
         if case.module == "linear_bias":
             measurements = [(p, measure_bias(case, p, cfg)) for p in cfg.passes]
         else:
@@ -583,7 +499,7 @@ def run_case(case: Case, cfg: Config, git_commit: Optional[str],
                     torch.cuda.empty_cache()
                 cache[key] = build_module(case, cfg.head_dim, cfg.device)
             module = cache[key]
-            dtype = bench_mm.TORCH_DTYPES[case.dtype]
+            dtype = TORCH_DTYPES[case.dtype]
             gen = torch.Generator(device=cfg.device).manual_seed(case.tokens)
             x = torch.randn(case.batch, case.seq_len, case.width, device=cfg.device, generator=gen).to(dtype)
             grad = torch.randn(x.shape, device=cfg.device, generator=gen).to(dtype)
@@ -593,7 +509,7 @@ def run_case(case: Case, cfg: Config, git_commit: Optional[str],
     for pass_name, m in measurements:
         rows.append(make_row(case, pass_name, m, cfg, git_commit))
         print(f"bench_attention: {case.module} {pass_name} {case.dtype} width {case.width} tokens {case.tokens}: "
-              f"{m.status} {_fmt(m.ms, '.3f')} ms (baseline {_fmt(m.baseline_ms, '.3f')} ms)", file=sys.stderr)
+              f"{m.status} {table.fmt(m.ms, '.3f')} ms (baseline {table.fmt(m.baseline_ms, '.3f')} ms)", file=sys.stderr)
     return rows
 
 
@@ -606,13 +522,16 @@ def run(argv: Optional[Sequence[str]] = None) -> list[dict]:
               "--device cpu runs the script on the CPU)")
         return []
     device = cfg.device
-    name, slug = bench_mm.device_name(device), bench_mm.device_slug(device) + "-attention"
+    name, slug = devices.device_name(device), devices.device_slug(device) + "-attention"
     cfg.out.mkdir(parents=True, exist_ok=True)
     json_path, csv_path, png_path = (cfg.out / f"{slug}.{ext}" for ext in ("json", "csv", "png"))
-    old_record = load_record(json_path)  # a corrupt record stops the run before the sweep
-    commit, dirty = bench_mm.git_state()
-    print(f"bench_attention: {name} | {bench_mm.pair_timer_name(device)} | {len(cfg.cases)} cases x "
+    old_record = records.load_record(json_path, PROGRAM)  # a corrupt record stops the run before the sweep
+    commit, dirty = records.git_state()
+    for line in devices.build_lines(device):
+        print(f"{PROGRAM}: {line}")
+    print(f"{PROGRAM}: {name} | {timing.pair_timer_name(device)} | {len(cfg.cases)} cases x "
           f"{len(cfg.passes)} passes | kernel {cfg.kernel}, decoder_layer swaps {cfg.swap}")
+    print(f"{PROGRAM}: {cli.output_note(cfg.out)}")
 
     rows: list[dict] = []
     cache: dict[tuple, torch.nn.Module] = {}
@@ -620,10 +539,10 @@ def run(argv: Optional[Sequence[str]] = None) -> list[dict]:
         rows += run_case(case, cfg, commit, cache)
     cache.clear()
 
-    metadata = bench_mm.run_metadata(name, device, commit, dirty, cfg.timing,
-                                     "benchmarks/bench_attention.py", argv)
+    metadata = records.run_metadata(devices.device_fields(device), commit, dirty, timer=timing.pair_timer_name(device),
+                                    script="benchmarks/bench_attention.py", argv=argv,
+                                    warmup_ms=cfg.budget.warmup_ms, rep_ms=cfg.budget.rep_ms)
     metadata.update({
-        "timer": bench_mm.pair_timer_name(device),
         # allow_tf32 as set for both sides, per dtype of the rows.
         "tf32": {d: d == "tf32" for d in sorted({c.dtype for c in cfg.cases})},
         "head_dim": cfg.head_dim,
@@ -633,16 +552,16 @@ def run(argv: Optional[Sequence[str]] = None) -> list[dict]:
         "quick": cfg.quick,
     })
     record = merge_records(old_record, metadata, rows)
-    write_record(record, json_path, csv_path)
+    records.write_record(record, json_path, csv_path, ROW_FIELDS)
 
     print(format_table(rows))
     bad = [r for r in rows if r["status"] != "OK"]
     if bad:
-        print(f"bench_attention: {len(bad)} of {len(rows)} measurements not OK (WRONG: differs from torch beyond "
+        print(f"{PROGRAM}: {len(bad)} of {len(rows)} measurements not OK (WRONG: differs from torch beyond "
               "the sanity bound, not timed; ERROR: raised)")
-    print(f"bench_attention: wrote {json_path} ({len(record['rows'])} rows after merge) and {csv_path}")
+    print(f"{PROGRAM}: wrote {json_path} ({len(record['rows'])} rows after merge) and {csv_path}")
     if cfg.plot and plot_record(record, png_path):
-        print(f"bench_attention: wrote {png_path}")
+        print(f"{PROGRAM}: wrote {png_path}")
     return rows
 
 

@@ -15,7 +15,8 @@ Usage::
     python benchmarks/bench_generate.py                   # eager, batch 1 and 16
     python benchmarks/bench_generate.py --modes eager compile --batches 1
 
-Rows merge into ``<out>/<gpu>-generate.json`` (rows: mode, batch, prompt, new_tokens,
+Rows merge into ``<out>/<gpu>-generate.json`` (``<out>``: ./bench_results unless --out or
+--record says otherwise; docs/benchmarks.md; rows: mode, batch, prompt, new_tokens,
 tokens_per_s, torch_tokens_per_s, ratio = ours / torch, same_tokens = the fraction of generated
 tokens equal to torch's; bf16 rounding differs between the kernels, so greedy paths may part).
 """
@@ -25,16 +26,15 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
-from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_mm  # noqa: E402  (device names, git state, record metadata and writing)
+from torch_gemm.nn import swap_linear
 
-from torch_gemm.nn import swap_linear  # noqa: E402
+from harness import cli, device as devices, records, timing
+
+HOST_TIMER = "time.perf_counter around generate(), synchronized; median of reps, sides alternating"
 
 # Llama-3.2-1B's shape.
 LLAMA_1B = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
@@ -93,14 +93,7 @@ def measure(base, twin, mode: str, batch: int, prompt_len: int, new_tokens: int,
     runs = [generate_fn(m, prompt, new_tokens, static) for m in (base, twin)]
     outs = [run() for run in runs]  # warm-up (and, compiled, the compilations)
     outs = [run() for run in runs]
-    seconds: tuple[list[float], list[float]] = ([], [])
-    for rep in range(reps):
-        for side in ((0, 1) if rep % 2 == 0 else (1, 0)):
-            torch.cuda.synchronize(device)
-            start = time.perf_counter()
-            runs[side]()
-            torch.cuda.synchronize(device)
-            seconds[side].append(time.perf_counter() - start)
+    seconds = timing.alternating_host_times(runs, device, reps, wait=True)
     tokens = batch * new_tokens
     theirs, ours = (tokens / statistics.median(s) for s in seconds)
     generated = [o[:, prompt_len:] for o in outs]
@@ -120,14 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--layers", type=int, default=LLAMA_1B["num_hidden_layers"],
                         help="decoder layers (default: %(default)s, Llama-3.2-1B's)")
     parser.add_argument("--reps", type=int, default=5, help="timed reps a side (default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=bench_mm.DEFAULT_OUT,
-                        help="directory of the <gpu>-generate.json record (default: benchmarks/results)")
-    parser.add_argument("--no-record", action="store_true", help="print the rows only")
+    cli.add_output_args(parser, "<gpu>-generate.json/.csv")
+    parser.add_argument("--no-record", action="store_true", help="print the rows only, write no record")
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = cli.output_dir(args, parser)
     if not torch.cuda.is_available():
         print("bench_generate.py: no CUDA device; nothing to measure")
         return 0
@@ -137,9 +131,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("bench_generate.py: transformers is not installed; nothing to measure")
         return 0
     device = torch.device("cuda")
-    commit, dirty = bench_mm.git_state()
+    commit, dirty = records.git_state()
+    for line in devices.build_lines(device):
+        print(line)
+    if not args.no_record:
+        print(cli.output_note(out))
     base, twin = build_twins(args.layers, device)
-    print(f"{bench_mm.device_name(device)}: Llama ({args.layers} layers, width {LLAMA_1B['hidden_size']}), bf16, "
+    print(f"{devices.device_name(device)}: Llama ({args.layers} layers, width {LLAMA_1B['hidden_size']}), bf16, "
           f"transformers {transformers.__version__}, prompt {args.prompt}, {args.new_tokens} new tokens", flush=True)
     rows = []
     for mode in args.modes:
@@ -155,13 +153,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   f"same tokens {row['same_tokens']:.2f}", flush=True)
     if args.no_record or not rows:
         return 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"{bench_mm.device_slug(device)}-generate.json"
-    metadata = bench_mm.run_metadata(bench_mm.device_name(device), device, commit, dirty, bench_mm.Timing(),
-                                     "benchmarks/bench_generate.py", argv)
-    metadata.update(timer="time.perf_counter around generate(), synchronized; median of reps, sides alternating",
-                    transformers=transformers.__version__, model={**LLAMA_1B, "num_hidden_layers": args.layers})
-    bench_mm.write_host_timed_record(path, "bench_generate.py", metadata, rows, ROW_KEY, ROW_FIELDS)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{devices.device_slug(device)}-generate.json"
+    metadata = records.run_metadata(devices.device_fields(device), commit, dirty, timer=HOST_TIMER,
+                                    script="benchmarks/bench_generate.py", argv=argv)
+    metadata.update(transformers=transformers.__version__, model={**LLAMA_1B, "num_hidden_layers": args.layers})
+    records.write_host_timed_record(path, "bench_generate.py", metadata, rows, ROW_KEY, ROW_FIELDS)
     return 0
 
 

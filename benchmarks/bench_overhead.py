@@ -22,7 +22,8 @@ Usage::
     python benchmarks/bench_overhead.py                 # CUDA (if present) and CPU, every case
     python benchmarks/bench_overhead.py --device cuda --profile   # and where the µs go
 
-Rows merge into ``<out>/<device>-overhead.json`` (rows: op, pass, bias, x_dim, kernel, device,
+Rows merge into ``<out>/<device>-overhead.json`` (``<out>``: ./bench_results unless --out or
+--record says otherwise; docs/benchmarks.md; rows: op, pass, bias, x_dim, kernel, device,
 dtype, M, N, K, batch, us, torch_us, ratio). ``--profile`` prints torch.profiler's CPU table (self
 time per op and autograd node) for linear fwd+bwd with a bias, ours then torch's.
 """
@@ -31,9 +32,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -43,8 +42,9 @@ import torch.nn.functional as F
 
 import torch_gemm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_mm  # noqa: E402  (device names, git state, record metadata and writing)
+from harness import cli, device as devices, records, timing
+
+HOST_TIMER = "time.perf_counter per block of calls, median of blocks, ours and torch alternating"
 
 OPS = ("mm", "bmm", "linear", "mm_row_sum")
 PASSES = ("fwd", "fwd+bwd")
@@ -132,40 +132,13 @@ def make_calls(case: Case, device: torch.device) -> tuple[Callable[[], None], Ca
     return call(ours_fn), call(torch_fn), shape
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def time_pair(ours: Callable[[], None], theirs: Callable[[], None], device: torch.device,
-              iters: int, blocks: int) -> tuple[float, float]:
-    """Median µs per call of each, over `blocks` alternating blocks of `iters` calls."""
-    # Warm-up: first-call work (module loads, caches, allocator pools, threads), torch's first as
-    # a model's own layers would run before a swapped one.
-    for fn in (theirs, ours):
-        for _ in range(max(3, iters // 4)):
-            fn()
-    times: tuple[list[float], list[float]] = ([], [])
-    for block in range(blocks):
-        order = (0, 1) if block % 2 == 0 else (1, 0)
-        for side in order:
-            fn = (ours, theirs)[side]
-            sync(device)
-            start = time.perf_counter()
-            for _ in range(iters):
-                fn()
-            times[side].append((time.perf_counter() - start) * 1e6 / iters)
-    sync(device)
-    return statistics.median(times[0]), statistics.median(times[1])
-
-
 def measure(cases: Sequence[Case], device: torch.device, iters: int, blocks: int,
             commit: Optional[str]) -> list[dict]:
     rows = []
     dtype_name = SHAPES[device.type][0]
     for case in cases:
         ours, theirs, shape = make_calls(case, device)
-        us, torch_us = time_pair(ours, theirs, device, iters, blocks)
+        us, torch_us = timing.time_host_pair(ours, theirs, device, iters, blocks)
         rows.append({"op": case.op, "pass": case.pass_, "bias": case.bias, "x_dim": case.x_dim, "kernel": case.kernel,
                      "device": device.type, "dtype": dtype_name, **shape, "us": round(us, 2),
                      "torch_us": round(torch_us, 2), "ratio": round(torch_us / us, 3),
@@ -185,11 +158,11 @@ def profile(device: torch.device, iters: int) -> str:
     for name, fn in (("torch_gemm", ours), ("torch", theirs)):
         for _ in range(iters):
             fn()
-        sync(device)
+        devices.sync(device)
         with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(iters):
                 fn()
-            sync(device)
+            devices.sync(device)
         table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25)
         text.append(f"== {name}: linear+bias fwd+bwd on {device.type}, {iters} calls ==\n{table}")
     return "\n".join(text)
@@ -215,29 +188,34 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also mm fwd on every named kernel of the device: each launcher's own host cost")
     parser.add_argument("--profile", action="store_true",
                         help="also print torch.profiler's CPU table of linear+bias fwd+bwd, ours and torch's")
-    parser.add_argument("--out", type=Path, default=bench_mm.DEFAULT_OUT,
-                        help="directory of the <device>-overhead.json record (default: benchmarks/results)")
-    parser.add_argument("--no-record", action="store_true", help="print the table only")
+    cli.add_output_args(parser, "<device>-overhead.json/.csv")
+    parser.add_argument("--no-record", action="store_true", help="print the table only, write no record")
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.iters < 1 or args.blocks < 1:
         raise SystemExit("bench_overhead.py: --iters and --blocks must be at least 1")
-    devices = []
+    out = cli.output_dir(args, parser)
+    targets = []
     if args.device in ("cuda", "all") and torch.cuda.is_available():
-        devices.append(torch.device("cuda"))
+        targets.append(torch.device("cuda"))
     elif args.device == "cuda":
         print("bench_overhead.py: no CUDA device; nothing to measure")
         return 0
     if args.device in ("cpu", "all"):
-        devices.append(torch.device("cpu"))
+        targets.append(torch.device("cpu"))
     cases = [c for c in all_cases() if c.op in args.ops and c.pass_ in args.passes]
-    commit, dirty = bench_mm.git_state()
+    commit, dirty = records.git_state()
     rows = []
-    for device in devices:
-        print(f"{bench_mm.device_name(device)}: {SHAPES[device.type][0]}, (M, N, K) = {SHAPES[device.type][1]}, "
+    for line in devices.build_lines(targets[0]):
+        print(line)
+    if not args.no_record:
+        print(cli.output_note(out))
+    for device in targets:
+        print(f"{devices.device_name(device)}: {SHAPES[device.type][0]}, (M, N, K) = {SHAPES[device.type][1]}, "
               f"{args.iters} calls x {args.blocks} blocks a side (torch_gemm from {Path(torch_gemm.__file__).parent})",
               flush=True)
         here = list(cases)
@@ -251,14 +229,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.no_record:
         return 0
     # The record is named after the GPU where there is one (its CPU rows are that host's).
-    name_device = devices[0]
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"{bench_mm.device_slug(name_device)}-overhead.json"
-    metadata = bench_mm.run_metadata(bench_mm.device_name(name_device), name_device, commit, dirty,
-                                     bench_mm.Timing(), "benchmarks/bench_overhead.py", argv)
-    metadata.update(timer="time.perf_counter per block of calls, median of blocks, ours and torch alternating",
-                    host_cpu=bench_mm.cpu_name(), threads=torch.get_num_threads(), shapes=SHAPES)
-    bench_mm.write_host_timed_record(path, "bench_overhead.py", metadata, rows, ROW_KEY, ROW_FIELDS)
+    name_device = targets[0]
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{devices.device_slug(name_device)}-overhead.json"
+    metadata = records.run_metadata(devices.device_fields(name_device), commit, dirty, timer=HOST_TIMER,
+                                    script="benchmarks/bench_overhead.py", argv=argv)
+    metadata.update(host_cpu=devices.cpu_name(), threads=torch.get_num_threads(), shapes=SHAPES)
+    records.write_host_timed_record(path, "bench_overhead.py", metadata, rows, ROW_KEY, ROW_FIELDS)
     return 0
 
 

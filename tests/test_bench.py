@@ -1,21 +1,27 @@
-"""CPU tests of the benchmark's own logic (benchmarks/bench_mm.py and benchmarks/report.py):
-counting, shape parsing, the record format and its merging, and the correctness gate that keeps
-a wrong kernel from being timed. No GPU, triton or matplotlib needed."""
+"""CPU tests of the benchmark's own logic (benchmarks/harness, benchmarks/bench_mm.py and
+benchmarks/report.py): counting, shape parsing, the record format and its merging, and the
+correctness gate that keeps a wrong kernel from being timed. No GPU, triton or matplotlib needed.
+The scripts and the harness import through pytest's pythonpath (pyproject.toml)."""
 
 from __future__ import annotations
 
 import csv
 import json
 import math
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import bench_mm  # noqa: E402
-import report  # noqa: E402
+import bench_mm
+import report
+from harness import device as devices, gate, peaks, records, timing
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 # Timing budget for in-process runs: a few ms per measurement keeps every run well under a second.
 FAST = ["--device", "cpu", "--warmup-ms", "0", "--rep-ms", "2"]
@@ -24,7 +30,7 @@ FAST = ["--device", "cpu", "--warmup-ms", "0", "--rep-ms", "2"]
 @pytest.fixture(autouse=True)
 def small_copy_buffer(monkeypatch):
     """The copy-bandwidth measurement's 256 MiB buffer is for real runs; 1 MiB exercises it."""
-    monkeypatch.setitem(bench_mm.COPY_BYTES, "cpu", 2**20)
+    monkeypatch.setitem(peaks.COPY_BYTES, "cpu", 2**20)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -32,23 +38,23 @@ def small_copy_buffer(monkeypatch):
 
 
 def test_flops_and_bytes():
-    assert bench_mm.flops(4096, 4096, 4096) == 2 * 4096**3
-    assert bench_mm.flops(3, 5, 7) == 210
+    assert peaks.flops(4096, 4096, 4096) == 2 * 4096**3
+    assert peaks.flops(3, 5, 7) == 210
     # A (M×K) + B (K×N) + C (M×N), each once, at the dtype's width; tf32 tensors are float32.
-    assert bench_mm.bytes_moved(2, 3, 5, "float32") == (10 + 15 + 6) * 4
-    assert bench_mm.bytes_moved(2, 3, 5, "tf32") == (10 + 15 + 6) * 4
-    assert bench_mm.bytes_moved(2, 3, 5, "bfloat16") == (10 + 15 + 6) * 2
-    assert bench_mm.bytes_moved(2, 3, 5, "float16") == (10 + 15 + 6) * 2
-    assert bench_mm.bytes_moved(2, 3, 5, "float64") == (10 + 15 + 6) * 8
-    assert bench_mm.tflops_of(1000, 1000, 1000, 2.0) == pytest.approx(1.0)
+    assert peaks.bytes_moved(2, 3, 5, "float32") == (10 + 15 + 6) * 4
+    assert peaks.bytes_moved(2, 3, 5, "tf32") == (10 + 15 + 6) * 4
+    assert peaks.bytes_moved(2, 3, 5, "bfloat16") == (10 + 15 + 6) * 2
+    assert peaks.bytes_moved(2, 3, 5, "float16") == (10 + 15 + 6) * 2
+    assert peaks.bytes_moved(2, 3, 5, "float64") == (10 + 15 + 6) * 8
+    assert peaks.tflops_of(1000, 1000, 1000, 2.0) == pytest.approx(1.0)
 
 
 def test_is_decode():
-    assert bench_mm.is_decode(1, 4096, 4096)
-    assert bench_mm.is_decode(256, 14336, 4096)
-    assert bench_mm.is_decode(3, 5120, 13824)
-    assert not bench_mm.is_decode(257, 4096, 4096)
-    assert not bench_mm.is_decode(256, 256, 256)
+    assert peaks.is_decode(1, 4096, 4096)
+    assert peaks.is_decode(256, 14336, 4096)
+    assert peaks.is_decode(3, 5120, 13824)
+    assert not peaks.is_decode(257, 4096, 4096)
+    assert not peaks.is_decode(256, 256, 256)
 
 
 def test_parse_shapes_items_presets_and_dedup():
@@ -96,7 +102,7 @@ def test_quick_sets():
     others = [c for c in cuda if c.layout != "NN"]
     assert sorted(c.layout for c in others) == ["NT", "TN", "TT"]
     assert all(c.kernels == ("auto",) and c.shape == (4096,) * 3 for c in others)
-    assert max(bench_mm.flops(*c.shape) for c in bench_mm.quick_cases("cpu")) <= bench_mm.flops(1024, 1024, 1024)
+    assert max(peaks.flops(*c.shape) for c in bench_mm.quick_cases("cpu")) <= peaks.flops(1024, 1024, 1024)
 
 
 def test_build_plan_skips_slow_kernels_above_cap():
@@ -119,12 +125,12 @@ def test_build_plan_skips_slow_kernels_above_cap():
 
 
 def test_gpu_slug():
-    assert bench_mm.gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
-    assert bench_mm.gpu_slug("NVIDIA H200") == "nvidia-h200"
-    assert bench_mm.gpu_slug("NVIDIA A100-SXM4-80GB") == "nvidia-a100-sxm4-80gb"
-    assert bench_mm.gpu_slug("  Weird/Name (x) ") == "weird-name-x"
-    slug = bench_mm.device_slug(torch.device("cpu"))
-    assert slug.startswith("cpu-") and slug == bench_mm.gpu_slug(slug)
+    assert devices.gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert devices.gpu_slug("NVIDIA H200") == "nvidia-h200"
+    assert devices.gpu_slug("NVIDIA A100-SXM4-80GB") == "nvidia-a100-sxm4-80gb"
+    assert devices.gpu_slug("  Weird/Name (x) ") == "weird-name-x"
+    slug = devices.device_slug(torch.device("cpu"))
+    assert slug.startswith("cpu-") and slug == devices.gpu_slug(slug)
 
 
 @pytest.mark.parametrize(
@@ -144,22 +150,22 @@ def test_gpu_slug():
     ],
 )
 def test_lookup_peak(name, entry, bf16):
-    found, peaks = bench_mm.lookup_peak(name)
-    assert found == entry and peaks["bfloat16"] == bf16
-    assert set(peaks) == {"float32", "tf32", "bfloat16", "float16"}
-    assert peaks["float32"] <= peaks["tf32"] <= peaks["bfloat16"] == peaks["float16"]
+    found, peak = peaks.lookup_peak(name)
+    assert found == entry and peak["bfloat16"] == bf16
+    assert set(peak) == {"float32", "tf32", "bfloat16", "float16"}
+    assert peak["float32"] <= peak["tf32"] <= peak["bfloat16"] == peak["float16"]
 
 
 def test_lookup_peak_unknown():
-    assert bench_mm.lookup_peak("Some Future GPU") == (None, {})
+    assert peaks.lookup_peak("Some Future GPU") == (None, {})
 
 
 def test_parse_peak_override():
-    assert bench_mm.parse_peak_override("100")["bfloat16"] == 100.0
-    assert bench_mm.parse_peak_override("bfloat16=989.5, float32=67") == {"bfloat16": 989.5, "float32": 67.0}
+    assert peaks.parse_peak_override("100")["bfloat16"] == 100.0
+    assert peaks.parse_peak_override("bfloat16=989.5, float32=67") == {"bfloat16": 989.5, "float32": 67.0}
     for bad in ("bf16=3", "bfloat16=x", "-5", "bfloat16=0", ","):
         with pytest.raises(ValueError):
-            bench_mm.parse_peak_override(bad)
+            peaks.parse_peak_override(bad)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,35 +182,35 @@ def test_make_operands_layouts(layout):
 
 
 def test_n_input_sets():
-    assert bench_mm.n_input_sets(10, 0) == 1  # CPU: no rotation
-    assert bench_mm.n_input_sets(100, 50) == 1  # one set already exceeds L2
-    assert bench_mm.n_input_sets(10, 50) == 10  # sets together at least twice the L2
-    assert bench_mm.n_input_sets(1, 50 * 2**20) == bench_mm.MAX_INPUT_SETS
+    assert timing.n_input_sets(10, 0) == 1  # CPU: no rotation
+    assert timing.n_input_sets(100, 50) == 1  # one set already exceeds L2
+    assert timing.n_input_sets(10, 50) == 10  # sets together at least twice the L2
+    assert timing.n_input_sets(1, 50 * 2**20) == timing.MAX_INPUT_SETS
 
 
 def test_tolerance():
-    assert bench_mm.tolerance("float32", 0.5) == bench_mm.FLOAT32_TOL
-    assert bench_mm.tolerance("float64", 0.5) == bench_mm.FLOAT64_TOL
-    assert bench_mm.tolerance("bfloat16", 2e-3) == pytest.approx(4e-3)
-    assert bench_mm.tolerance("tf32", 0.0) == bench_mm.FLOAT32_TOL  # never stricter than float32
-    assert bench_mm.tolerance("tf32", 3e-4) == pytest.approx(6e-4)
-    assert bench_mm.tolerance("float16", 0.0) == bench_mm.REDUCED_TOL_FLOOR
+    assert gate.tolerance("float32", 0.5) == gate.FLOAT32_TOL
+    assert gate.tolerance("float64", 0.5) == gate.FLOAT64_TOL
+    assert gate.tolerance("bfloat16", 2e-3) == pytest.approx(4e-3)
+    assert gate.tolerance("tf32", 0.0) == gate.FLOAT32_TOL  # never stricter than float32
+    assert gate.tolerance("tf32", 3e-4) == pytest.approx(6e-4)
+    assert gate.tolerance("float16", 0.0) == gate.REDUCED_TOL_FLOOR
 
 
 def test_check_correct():
     a, b = torch.randn(20, 30, dtype=torch.float64), torch.randn(30, 10, dtype=torch.float64)
     ref = a @ b
-    ok, err = bench_mm.check_correct(ref.float(), ref, 1e-5)
+    ok, err = gate.check_correct(ref.float(), ref, 1e-5)
     assert ok and 0 <= err < 1e-6
-    ok, err = bench_mm.check_correct(ref * (1 + 1e-3), ref, 1e-5)
+    ok, err = gate.check_correct(ref * (1 + 1e-3), ref, 1e-5)
     assert not ok and err == pytest.approx(1e-3)
     nan = ref.clone()
     nan[3, 4] = math.nan
-    assert bench_mm.check_correct(nan, ref, math.inf) == (False, pytest.approx(math.nan, nan_ok=True))
+    assert gate.check_correct(nan, ref, math.inf) == (False, pytest.approx(math.nan, nan_ok=True))
     inf = ref.clone()
     inf[0, 0] = math.inf
-    assert not bench_mm.check_correct(inf, ref, math.inf)[0]
-    assert not bench_mm.check_correct(ref[:-1], ref, math.inf)[0]  # wrong shape, even if broadcastable
+    assert not gate.check_correct(inf, ref, math.inf)[0]
+    assert not gate.check_correct(ref[:-1], ref, math.inf)[0]  # wrong shape, even if broadcastable
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,7 +241,7 @@ def test_make_rows():
 
     decode = bench_mm.make_rows(bench_mm.Case(1, 4096, 4096), "bfloat16", [ok], torch_o, tol=1e-3,
                                 peak_tflops=None, copy_gbps=100.0, git_commit=None)[0]
-    expected_gbps = bench_mm.bytes_moved(1, 4096, 4096, "bfloat16") / 2e-3 / 1e9
+    expected_gbps = peaks.bytes_moved(1, 4096, 4096, "bfloat16") / 2e-3 / 1e9
     assert decode["bw_pct"] == pytest.approx(100 * expected_gbps / 100.0)
     assert decode["torch_bw_pct"] == pytest.approx(2 * decode["bw_pct"])
     assert decode["pct_peak"] is None
@@ -275,12 +281,12 @@ def test_run_writes_record(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "TFLOP/s" in out and "24x40x56" in out and "bfloat16" in out
 
-    slug = bench_mm.device_slug(torch.device("cpu"))
+    slug = devices.device_slug(torch.device("cpu"))
     record = json.loads((tmp_path / f"{slug}.json").read_text())
     assert set(record) == {"metadata", "rows"}
     for key, typ in META_TYPES.items():
         assert isinstance(record["metadata"][key], typ), key
-    assert record["metadata"]["device"] == bench_mm.cpu_name()
+    assert record["metadata"]["device"] == devices.cpu_name()
     assert len(record["rows"]) == len(rows)
     for r in record["rows"]:
         assert set(r) == set(bench_mm.ROW_FIELDS)
@@ -302,15 +308,19 @@ def torch_gemm_kernels():
     return bench_mm.torch_gemm.available_kernels("cpu", torch.float32)
 
 
+def torch_gemm_built_with_cuda():
+    return bench_mm.torch_gemm._C.built_with_cuda()
+
+
 def test_run_merges_with_existing_record(tmp_path, monkeypatch):
     def run_timed_at(ms, shapes):
         # A fixed "time" per run tells which run a row in the merged record came from.
-        monkeypatch.setattr(bench_mm, "time_ms", lambda fn, device, timing: ms)
+        monkeypatch.setattr(timing, "time_ms", lambda fn, device, timing: ms)
         bench_mm.run([*FAST, "--shapes", shapes, "--dtype", "float32", "--kernel", "auto", "--out", str(tmp_path)])
 
     run_timed_at(1.0, "16x16x16,32x32x32")
     run_timed_at(2.0, "32x32x32,48x48x48")
-    record = json.loads((tmp_path / f"{bench_mm.device_slug(torch.device('cpu'))}.json").read_text())
+    record = json.loads((tmp_path / f"{devices.device_slug(torch.device('cpu'))}.json").read_text())
     assert {r["M"]: r["ms"] for r in record["rows"]} == {16: 1.0, 32: 2.0, 48: 2.0}
     assert "--shapes 32x32x32,48x48x48" in record["metadata"]["command"]  # metadata of the latest run
 
@@ -334,7 +344,7 @@ def test_wrong_kernel_is_reported_and_never_timed(tmp_path, monkeypatch, failure
         return 1.0
 
     monkeypatch.setattr(bench_mm.torch_gemm, "mm_tiled", flaky_mm)
-    monkeypatch.setattr(bench_mm, "time_ms", spy_time_ms)
+    monkeypatch.setattr(timing, "time_ms", spy_time_ms)
     args = [*FAST, "--shapes", "64x48x32,33x17x9", "--dtype", "float32", "--kernel", "auto,blocked",
             "--out", str(tmp_path)]
     rows = bench_mm.run(args)
@@ -359,8 +369,8 @@ def test_wrong_kernel_is_reported_and_never_timed(tmp_path, monkeypatch, failure
 
 
 def test_corrupt_record_stops_before_measuring(tmp_path, monkeypatch):
-    (tmp_path / f"{bench_mm.device_slug(torch.device('cpu'))}.json").write_text("{not json")
-    monkeypatch.setattr(bench_mm, "time_ms", lambda *args: pytest.fail("measured despite a corrupt record"))
+    (tmp_path / f"{devices.device_slug(torch.device('cpu'))}.json").write_text("{not json")
+    monkeypatch.setattr(timing, "time_ms", lambda *args: pytest.fail("measured despite a corrupt record"))
     with pytest.raises(SystemExit, match="is not valid JSON"):
         bench_mm.run([*FAST, "--shapes", "8x8x8", "--out", str(tmp_path)])
 
@@ -411,6 +421,120 @@ def test_format_table():
     assert lines[0].split() == ["shape", "layout", "dtype", "kernel", "TFLOP/s", "torch.mm", "ratio", "%peak",
                                 "%BW", "rel_err", "status"]
     assert "WRONG (tol 1.0e-05)" in lines[3] and lines[2].endswith("OK")
+    # Under the table: what a row compares, every column defined, and where the method is.
+    assert "against torch.mm, same inputs, same run" in lines[4]
+    legend = {line.split()[0]: line for line in lines[5:] if line.startswith("  ")}
+    assert set(legend) == {"layout", "TFLOP/s", "torch.mm", "ratio", "%peak", "%BW", "rel_err"}
+    assert "above 1, torch_gemm is faster" in legend["ratio"]
+    assert lines[-1] == "Method and columns: docs/benchmarks.md"
+
+
+def test_format_table_marks_torch_slow_paths(monkeypatch):
+    """A ratio against a known-slow torch path (CPU 16-bit matmul without oneDNN) is marked,
+    and the legend says why."""
+    ok, _, torch_o = _outcomes()
+    rows = [row for dtype in ("float32", "bfloat16")
+            for row in bench_mm.make_rows(bench_mm.Case(8, 8, 8), dtype, [ok], torch_o, tol=1e-3,
+                                          peak_tflops=None, copy_gbps=None, git_commit=None)]
+    monkeypatch.setattr(devices, "torch_slow_path",
+                        lambda device_type, dtype: "no fast path" if dtype == "bfloat16" else None)
+    lines = bench_mm.format_table(rows, "cpu").splitlines()
+    assert lines[2].split()[6] == "0.500" and lines[3].split()[6] == "0.500" + bench_mm.SLOW_MARK
+    mark_lines = [line for line in lines if line.strip().startswith(bench_mm.SLOW_MARK)]
+    assert len(mark_lines) == 1 and "no fast path" in mark_lines[0] and "slow path" in mark_lines[0]
+
+
+def test_torch_slow_path(monkeypatch):
+    assert devices.torch_slow_path("cuda", "bfloat16") is None
+    assert devices.torch_slow_path("cpu", "float32") is None
+    # Without oneDNN, torch's CPU bfloat16/float16 matmul takes its generic fallback.
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    assert "bfloat16" in devices.torch_slow_path("cpu", "bfloat16")
+    assert "float16" in devices.torch_slow_path("cpu", "float16")
+
+
+# ---------------------------------------------------------------------------------------------
+# What a new user meets first: the header, where the record goes, the docs it points to.
+
+
+def test_header_names_the_build_and_the_record(tmp_path, capsys):
+    bench_mm.run([*FAST, "--shapes", "8x8x8", "--dtype", "float32,bfloat16", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    compiled = "compiled" if torch_gemm_built_with_cuda() else "not compiled (CPU kernels only)"
+    assert f"bench_mm: torch_gemm {bench_mm.torch_gemm.__version__} from " in out
+    assert f"; CUDA kernels: {compiled}\n" in out
+    kernels = ", ".join(torch_gemm_kernels())
+    assert f"bench_mm: kernels timed on cpu: float32, bfloat16: {kernels}\n" in out
+    assert f"bench_mm: record: {tmp_path.resolve()} (--out DIR elsewhere; --record" in out
+
+
+@pytest.mark.parametrize("cuda_kernels, possible, shown", [(False, True, True), (False, False, False),
+                                                           (True, True, False)])
+def test_header_says_how_to_get_the_cuda_kernels(monkeypatch, cuda_kernels, possible, shown):
+    """Where the CUDA kernels were not compiled but a GPU or nvcc is here, the header says how
+    to get them (torch_gemm.build_info's hint, which names CUDA_HOME / TORCH_GEMM_FORCE_CUDA)."""
+    hint = "TORCH_GEMM_FORCE_CUDA=1 CUDA_HOME=<toolkit> pip install --no-build-isolation -e ."
+    info = {"cuda_kernels": cuda_kernels, "kernels": {"cpu": ["blocked"], "cuda": []},
+            "hint": None if cuda_kernels else hint}
+    monkeypatch.setattr(bench_mm.torch_gemm, "build_info", lambda: info)
+    monkeypatch.setattr(devices, "_cuda_possible", lambda: possible)
+    lines = devices.build_lines(torch.device("cpu"))
+    assert lines[1] == "kernels compiled for cpu: blocked"
+    assert (f"to get the CUDA kernels: {hint}" in lines) == shown
+
+
+def test_default_out_is_not_the_checkout(tmp_path, monkeypatch, capsys):
+    """Without --out, a run writes ./bench_results under the current directory and leaves the
+    checkout's committed records alone."""
+    def snapshot():
+        return {p.name: p.stat().st_mtime_ns for p in records.RESULTS_DIR.iterdir()}
+
+    before = snapshot()
+    monkeypatch.chdir(tmp_path)
+    bench_mm.run([*FAST, "--shapes", "8x8x8", "--dtype", "float32"])
+    slug = devices.device_slug(torch.device("cpu"))
+    assert (tmp_path / "bench_results" / f"{slug}.json").exists()
+    assert snapshot() == before
+    assert f"record: {tmp_path.resolve() / 'bench_results'} (--out DIR elsewhere" in capsys.readouterr().out
+
+
+def test_record_flag_writes_the_checkout_records(tmp_path, monkeypatch, capsys):
+    results = tmp_path / "results"
+    monkeypatch.setattr(records, "RESULTS_DIR", results)
+    bench_mm.run([*FAST, "--shapes", "8x8x8", "--dtype", "float32", "--record"])
+    assert (results / f"{devices.device_slug(torch.device('cpu'))}.json").exists()
+    assert f"record: {results} (the checkout's committed records)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        bench_mm.run([*FAST, "--record", "--out", str(tmp_path / "elsewhere")])
+    assert exc.value.code == 2 and "drop --out" in capsys.readouterr().err
+
+
+def test_default_out_is_ignored_by_git():
+    """Run from the checkout's root, the default output folder must not show in `git status`."""
+    if shutil.which("git") is None or not (records.REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    probe = f"{records.DEFAULT_OUT_NAME}/{devices.device_slug(torch.device('cpu'))}.json"
+    result = subprocess.run(["git", "-C", str(records.REPO_ROOT), "check-ignore", "-q", probe])
+    assert result.returncode == 0, f"{probe} is not ignored: add {records.DEFAULT_OUT_NAME}/ to .gitignore"
+
+
+BENCH_SOURCES = sorted([*(p for p in BENCHMARKS.glob("*.py") if p.name != "report.py"), *BENCHMARKS.glob("harness/*.py")])
+# sys.path edited: inserted into, appended to, assigned.
+PATH_TRICK = re.compile(r"sys\.path\s*(\.\s*(insert|append|extend)\b|\[[^\]]*\]\s*=|\+?=)")
+
+
+@pytest.mark.parametrize("path", BENCH_SOURCES, ids=lambda p: p.relative_to(BENCHMARKS).as_posix())
+def test_sources_stand_alone(path):
+    """The benchmarks cite the docs users have (docs/benchmarks.md), not the design file, and
+    reach the harness without sys.path tricks."""
+    text = path.read_text()
+    assert "DESIGN" not in text
+    assert not PATH_TRICK.search(text)
+
+
+def test_tests_use_no_path_tricks():
+    for path in sorted(Path(__file__).parent.glob("test_bench*.py")):
+        assert not PATH_TRICK.search(path.read_text()), path.name
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,11 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import bench_attention  # noqa: E402
-import bench_mm  # noqa: E402
-
-import torch_gemm.ops  # noqa: E402
+import bench_attention
+import torch_gemm.ops
+from harness import cli, device as devices, gate, timing
 
 # Tiny sizes and a timing budget of a few ms per measurement: a whole run takes about a second.
 TINY = ["--device", "cpu", "--widths", "32", "--tokens", "16,24", "--head-dim", "16", "--batch", "2",
@@ -25,7 +23,7 @@ TINY = ["--device", "cpu", "--widths", "32", "--tokens", "16,24", "--head-dim", 
 
 
 def _record_path(out: Path) -> Path:
-    return out / f"{bench_mm.device_slug(torch.device('cpu'))}-attention.json"
+    return out / f"{devices.device_slug(torch.device('cpu'))}-attention.json"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,23 +76,23 @@ def test_defaults_match_the_issue():
 
 
 def test_parse_lists():
-    assert bench_attention.parse_list(["a,b", "c", "a"]) == ["a", "b", "c"]
-    assert bench_attention.parse_ints(["2048,4096", "8192"], "--widths") == [2048, 4096, 8192]
-    assert bench_attention.parse_ints(None, "--widths") == []
+    assert cli.split_list(["a,b", "c", "a"]) == ["a", "b", "c"]
+    assert cli.parse_ints(["2048,4096", "8192"], "--widths") == [2048, 4096, 8192]
+    assert cli.parse_ints(None, "--widths") == []
     for bad in ("0", "-3", "4k", "1.5"):
         with pytest.raises(ValueError, match=f"--tokens: '{bad}' is not a positive integer"):
-            bench_attention.parse_ints([bad], "--tokens")
+            cli.parse_ints([bad], "--tokens")
 
 
 def test_rel_diff():
     a = torch.randn(4, 5)
-    assert bench_attention.rel_diff([a, a], [a, a]) == 0.0
-    assert bench_attention.rel_diff([a * (1 + 1e-3)], [a]) == pytest.approx(1e-3, rel=1e-3)
-    assert bench_attention.rel_diff([a, a * 1.1], [a, a]) == pytest.approx(0.1, rel=1e-3)  # the worst of the tensors
+    assert gate.rel_diff([a, a], [a, a]) == 0.0
+    assert gate.rel_diff([a * (1 + 1e-3)], [a]) == pytest.approx(1e-3, rel=1e-3)
+    assert gate.rel_diff([a, a * 1.1], [a, a]) == pytest.approx(0.1, rel=1e-3)  # the worst of the tensors
     nan = a.clone()
     nan[0, 0] = math.nan
-    assert math.isnan(bench_attention.rel_diff([nan], [a]))
-    assert math.isnan(bench_attention.rel_diff([a[:-1]], [a]))
+    assert math.isnan(gate.rel_diff([nan], [a]))
+    assert math.isnan(gate.rel_diff([a[:-1]], [a]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,7 +147,7 @@ def test_run_writes_record(tmp_path, capsys):
     assert len(rows) == 2 * 2 * 2 + 2
     assert all(r["status"] == "OK" for r in rows), [r for r in rows if r["status"] != "OK"]
     out = capsys.readouterr().out
-    assert "decoder_layer" in out and "fwd+bwd" in out and "ratio = baseline ms / ms" in out
+    assert "decoder_layer" in out and "fwd+bwd" in out and "baseline ms / ms: above 1, torch_gemm is faster" in out
 
     record = json.loads(_record_path(tmp_path).read_text())
     assert set(record) == {"metadata", "rows"} and len(record["rows"]) == len(rows)
@@ -193,7 +191,7 @@ def bench_attention_has_matplotlib() -> bool:
 def test_run_merges_with_existing_record(tmp_path, monkeypatch):
     def run_timed_at(ms, tokens):
         # A fixed "time" per run tells which run a row in the merged record came from.
-        monkeypatch.setattr(bench_mm, "time_ms", lambda fn, device, timing: (fn(), ms)[1])
+        monkeypatch.setattr(timing, "time_ms", lambda fn, device, timing: (fn(), ms)[1])
         bench_attention.run([*TINY, "--tokens", tokens, "--dtypes", "float32", "--modules", "attention",
                              "--passes", "fwd", "--no-plot", "--out", str(tmp_path)])
 
@@ -223,7 +221,7 @@ def test_wrong_swapped_module_is_reported_and_never_timed(tmp_path, monkeypatch,
     # Modules reach linear_tiled through torch_gemm.ops, the bias case through the package.
     monkeypatch.setattr(torch_gemm.ops, "linear_tiled", broken)
     monkeypatch.setattr(bench_attention.torch_gemm, "linear_tiled", broken)
-    monkeypatch.setattr(bench_mm, "time_ms", spy_time_ms)
+    monkeypatch.setattr(timing, "time_ms", spy_time_ms)
     argv = [*TINY, "--tokens", "16", "--dtypes", "float32", "--no-plot", "--out", str(tmp_path)]
     rows = bench_attention.run(argv)
     expected = "ERROR" if failure == "raises" else "WRONG"
@@ -243,7 +241,7 @@ def test_wrong_swapped_module_is_reported_and_never_timed(tmp_path, monkeypatch,
 
 def test_corrupt_record_stops_before_measuring(tmp_path, monkeypatch):
     _record_path(tmp_path).write_text("{not json")
-    monkeypatch.setattr(bench_mm, "time_ms", lambda *args: pytest.fail("measured despite a corrupt record"))
+    monkeypatch.setattr(timing, "time_ms", lambda *args: pytest.fail("measured despite a corrupt record"))
     with pytest.raises(SystemExit, match="is not valid JSON"):
         bench_attention.run([*TINY, "--out", str(tmp_path)])
 
@@ -277,7 +275,11 @@ def test_format_table():
     assert lines[0].split()[:5] == ["module", "pass", "dtype", "width", "tokens"]
     assert lines[2].endswith("OK") and "0.500" in lines[2]
     assert lines[3].endswith("WRONG (tol 3e-02)") and lines[4].endswith("ERROR: RuntimeError: boom")
-    assert lines[-1].startswith("ratio = baseline ms / ms")
+    # The legend under the table defines the columns and says where the method is written down.
+    legend = {line.split()[0]: line for line in lines[5:] if line.startswith("  ")}
+    assert set(legend) >= {"ms", "baseline", "ratio", "TFLOP/s", "rel_diff"}
+    assert "baseline ms / ms" in legend["ratio"]
+    assert lines[-1].endswith("docs/benchmarks.md")
 
 
 def test_plot(tmp_path):

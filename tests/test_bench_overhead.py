@@ -4,22 +4,20 @@ few calls per block, the record's rows and their merging. No GPU needed."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import bench_generate  # noqa: E402
-import bench_mm  # noqa: E402
-import bench_overhead  # noqa: E402
+import bench_generate
+import bench_overhead
+from harness import device as devices
 
 TINY = ["--device", "cpu", "--iters", "2", "--blocks", "1"]
 
 
 def _record(out: Path) -> dict:
-    return json.loads((out / f"{bench_mm.device_slug(torch.device('cpu'))}-overhead.json").read_text())
+    return json.loads((out / f"{devices.device_slug(torch.device('cpu'))}-overhead.json").read_text())
 
 
 def test_cases_cover_every_op_and_pass():
@@ -52,8 +50,18 @@ def test_whole_run_writes_and_merges_the_record(tmp_path, capsys):
     assert bench_overhead.main(TINY + ["--ops", "mm", "--passes", "fwd", "--out", str(tmp_path)]) == 0
     merged = _record(tmp_path)["rows"]
     assert len(merged) == len(rows) + 1
-    assert (tmp_path / f"{bench_mm.device_slug(torch.device('cpu'))}-overhead.csv").exists()
+    assert (tmp_path / f"{devices.device_slug(torch.device('cpu'))}-overhead.csv").exists()
     assert "ratio" in capsys.readouterr().out
+
+
+def test_default_out_and_record_flags(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert bench_overhead.main(TINY + ["--ops", "mm", "--passes", "fwd"]) == 0
+    assert _record(tmp_path / "bench_results")["rows"]
+    assert f"record: {tmp_path.resolve() / 'bench_results'}" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        bench_overhead.main(TINY + ["--record", "--no-record"])
+    assert "drop one" in capsys.readouterr().err
 
 
 def test_kernel_rows(tmp_path):
