@@ -518,7 +518,7 @@ def test_default_out_is_ignored_by_git():
     assert result.returncode == 0, f"{probe} is not ignored: add {records.DEFAULT_OUT_NAME}/ to .gitignore"
 
 
-BENCH_SOURCES = sorted([*(p for p in BENCHMARKS.glob("*.py") if p.name != "report.py"), *BENCHMARKS.glob("harness/*.py")])
+BENCH_SOURCES = sorted([*BENCHMARKS.glob("*.py"), *BENCHMARKS.glob("harness/*.py")])
 # sys.path edited: inserted into, appended to, assigned.
 PATH_TRICK = re.compile(r"sys\.path\s*(\.\s*(insert|append|extend)\b|\[[^\]]*\]\s*=|\+?=)")
 
@@ -535,6 +535,17 @@ def test_sources_stand_alone(path):
 def test_tests_use_no_path_tricks():
     for path in sorted(Path(__file__).parent.glob("test_bench*.py")):
         assert not PATH_TRICK.search(path.read_text()), path.name
+
+
+def test_docs_exist_for_what_the_scripts_cite():
+    doc = records.REPO_ROOT / "docs" / "benchmarks.md"
+    assert doc.exists()
+    text = doc.read_text()
+    for script in ("bench_mm.py", "bench_attention.py", "bench_backward.py", "bench_overhead.py",
+                   "bench_generate.py", "report.py"):
+        assert script in text, script
+    for column in ("ratio", "%peak", "%BW", "rel_err", "rel_diff"):
+        assert f"`{column}`" in text, column
 
 
 # ---------------------------------------------------------------------------------------------
@@ -591,26 +602,87 @@ def test_report_headline_shapes():
     assert [line["M"] for line in report.summarize([_row("auto", 300, 1.0)], headline_only=True)] == [300]
 
 
+def _mm_record(device, date, rows, commit="aaaaaaa"):
+    return {"metadata": {"device": device, "date": date, "git_commit": commit, "peak_tflops": {"bfloat16": 1000.0}},
+            "rows": rows}
+
+
+def test_report_picks_one_record():
+    bf16 = dict(_row("auto", 4096, 600.0, dtype="bfloat16"), git_commit="bbbbbbb")
+    h200 = (Path("h200.json"), _mm_record("NVIDIA H200", "2026-01-01", [bf16]))
+    h100 = (Path("h100.json"), _mm_record("NVIDIA H100 80GB HBM3", "2026-02-01", [bf16]))
+    h200_fp32 = (Path("h200.json"), _mm_record("NVIDIA H200", "2026-03-01", [_row("auto", 4096, 40.0)]))
+    cpu = (Path("cpu.json"), _mm_record("Intel Xeon", "2026-04-01", [bf16]))
+    assert report.pick_record([h100, h200, cpu]) is h200  # the H200's, though older
+    assert report.pick_record([h200_fp32, h100, cpu]) is h100  # the H200 record lacks the bf16 rows
+    assert report.pick_record([cpu]) is cpu
+    assert report.pick_record([]) is None
+
+
+def test_report_headline_states_gpu_and_commit(monkeypatch):
+    monkeypatch.setattr(report, "_interleaved", lambda commit: commit != "0ld0ld0")
+    rows = [dict(_row("auto", 4096, 600.0, dtype="bfloat16"), torch_tflops=500.0, ratio=1.2, pct_peak=60.0,
+                 git_commit="bbbbbbbbbb"),
+            dict(_row("auto", 8192, 650.0, dtype="bfloat16"), git_commit="bbbbbbb"),
+            dict(_row("auto", 4096, 40.0), git_commit="0ld0ld0"),
+            dict(_row("smem32", 4096, 9.0, dtype="bfloat16"), git_commit="bbbbbbb"),  # not auto: not shown
+            dict(_row("auto", 300, 1.0, dtype="bfloat16"), git_commit="bbbbbbb")]  # not a headline shape
+    attention = {"metadata": {}, "rows": [
+        {"module": m, "pass": p, "dtype": "bfloat16", "width": 4096, "tokens": 8192, "batch": 1, "status": "OK",
+         "ms": 2.0, "torch_ms": 2.2, "ratio": 1.1, "git_commit": "bbbbbbb"}
+        for m in ("attention", "decoder_layer") for p in ("fwd", "fwd+bwd")]}
+    text = report.render_headline(Path("nvidia-h200.json"), _mm_record("NVIDIA H200", "2026-01-01", rows), attention)
+    assert text.startswith("**NVIDIA H200**, commit `bbbbbbb`")
+    assert "timed interleaved rep by rep" in text
+    table_rows = [line for line in text.splitlines() if line.startswith("| ") and "×" in line and "M×N×K" not in line]
+    assert table_rows == ["| 4096×4096×4096 | square | bf16 | 600 | 500 | 1.200 | 60.0% |",
+                          "| 8192×8192×8192 | square | bf16 | 650 | 10 | 65.000 | – |",
+                          "| 4096×4096×4096† | square | fp32 | 40 | 10 | 4.000 | – |"]
+    assert "| decoder_layer | fwd+bwd | 2.000 | 2.200 | 1.100 |" in text
+    assert "† measured at another commit" in text
+    assert "`0ld0ld0` (fp32 4096×4096×4096; before 9ffa057, so torch.mm was timed first)" in text
+    assert "ratio: torch_gemm TFLOP/s / torch.mm TFLOP/s; above 1, torch_gemm is faster." in text
+
+
 def test_report_write(tmp_path, capsys):
     results = tmp_path / "results"
     results.mkdir()
-    (results / "nvidia-h200.json").write_text(json.dumps({"metadata": {"device": "NVIDIA H200"},
-                                                          "rows": [_row("auto", 4096, 600.0)]}))
+    bf16 = [dict(_row("auto", 4096, 600.0, dtype="bfloat16"), git_commit="ccccccc")]
+    (results / "nvidia-h200.json").write_text(json.dumps(_mm_record("NVIDIA H200", "2026-01-01", bf16)))
     (results / "nvidia-h200-attention.json").write_text(json.dumps({"metadata": {}, "rows": [{"dtype": "bfloat16"}]}))
-    readme = tmp_path / "README.md"
+    (results / "cpu-x.json").write_text(json.dumps(_mm_record("X CPU", "2026-05-01", [_row("auto", 64, 1.0)])))
+    readme, docs = tmp_path / "README.md", tmp_path / "benchmarks.md"
     readme.write_text("# t\n\n<!-- results:begin -->\nold table\n<!-- results:end -->\n\nafter\n")
-    assert report.main(["--results", str(results), "--readme", str(readme), "--write"]) == 0
+    docs.write_text("# b\n\n<!-- results:begin -->\n<!-- results:end -->\n")
+    argv = ["--results", str(results), "--readme", str(readme), "--docs", str(docs), "--write"]
+    assert report.main(argv) == 0
     text = readme.read_text()
     assert "old table" not in text and text.startswith("# t\n") and text.endswith("\nafter\n")
-    assert text.count("### ") == 1 and "| 4096×4096×4096 | NN | float32 | 600 | – | – | 10 | 60 |" in text
-    # Idempotent: a second run gives the same file.
-    report.main(["--results", str(results), "--readme", str(readme), "--write"])
-    assert readme.read_text() == text
+    # The README: one record, one GPU, its headline rows.
+    assert "from results/nvidia-h200.json and nvidia-h200-attention.json" in text or \
+        f"from {results / 'nvidia-h200.json'} and nvidia-h200-attention.json" in text
+    assert "**NVIDIA H200**, commit `ccccccc`" in text and "X CPU" not in text
+    assert "| 4096×4096×4096 | square | bf16 | 600 | 10 | 60.000 | – |" in text
+    # The docs: a full table per record.
+    full = docs.read_text()
+    assert full.count("### ") == 2 and "| 4096×4096×4096 | NN | bfloat16 | 600 | – | – | 10 | 60 |" in full
+    # Idempotent: a second run gives the same files.
+    report.main(argv)
+    assert readme.read_text() == text and docs.read_text() == full
 
     plain = tmp_path / "PLAIN.md"
     plain.write_text("no markers here\n")
     capsys.readouterr()
-    report.main(["--results", str(results), "--readme", str(plain), "--write"])
+    report.main(["--results", str(results), "--readme", str(plain), "--docs", str(docs), "--write"])
     captured = capsys.readouterr()
     assert plain.read_text() == "no markers here\n"
-    assert "### NVIDIA H200" in captured.out and "nothing written" in captured.err
+    assert "**NVIDIA H200**" in captured.out and "nothing written" in captured.err
+
+
+def test_readme_block_is_current():
+    """The README's results block is what report.py makes of the committed records."""
+    if report._interleaved(report.INTERLEAVED_SINCE) is None:
+        pytest.skip("no git history here to tell how old rows were timed")
+    readme = (records.REPO_ROOT / "README.md").read_text()
+    assert report.replace_block(readme, report.render_readme(records.RESULTS_DIR)) == readme, \
+        "README.md's results block is stale: run python benchmarks/report.py --write"
