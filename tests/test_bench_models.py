@@ -1,0 +1,37 @@
+"""bench_models' grid, sharding and summary on the CPU (the timing itself needs a GPU)."""
+
+from __future__ import annotations
+
+import bench_models
+
+
+def test_projections_of_a_width():
+    projs = bench_models.projections([4096], [512, 1024, 8192], [11008, 2048])
+    shapes = {(p.name, p.n, p.k) for p in projs}
+    assert ("q/o", 4096, 4096) in shapes
+    assert {("kv", 512, 4096), ("kv", 1024, 4096)} <= shapes and ("kv", 8192, 4096) not in shapes
+    assert {("mlp_up", 11008, 4096), ("mlp_down", 4096, 11008)} <= shapes
+    assert not any(p.n == 2048 or p.k == 2048 for p in projs)  # an MLP narrower than the model is none
+
+
+def test_full_grid_has_widths_off_the_large_tiles_and_every_token_count():
+    projs = bench_models.projections(bench_models.WIDTHS, bench_models.KV_WIDTHS, bench_models.MLP_WIDTHS)
+    assert any(p.n % 512 for p in projs) and any(p.k % 512 for p in projs)  # 2560, 11008, 6912, ...
+    todo = bench_models.cases(projs, bench_models.TOKENS, ["bfloat16", "float16"], (1, 1))
+    assert len(todo) == len(projs) * len(bench_models.TOKENS) * 2
+
+
+def test_shards_partition_the_cases():
+    projs = bench_models.projections([2048, 4096], [512], [5632])
+    everything = bench_models.cases(projs, [1, 64, 4096], ["bfloat16"], (1, 1))
+    shards = [bench_models.cases(projs, [1, 64, 4096], ["bfloat16"], (i, 3)) for i in (1, 2, 3)]
+    assert sorted(map(repr, sum(shards, []))) == sorted(map(repr, everything))
+
+
+def test_summary_by_band_names_the_worst_shape():
+    rows = [dict(width=4096, n=1024, k=4096, tokens=t, dtype="bfloat16", **{"pass": "fwd"}, projection="kv",
+                 ms=1.0, torch_ms=r, ratio=r) for t, r in ((1, 0.5), (8, 2.0), (256, 1.0), (4096, 1.1))]
+    text = bench_models.summary(rows)
+    band_1_64 = next(line for line in text.splitlines() if " 1-64 " in line)
+    assert "1.000" in band_1_64 and "0.500" in band_1_64 and "1x4096->1024 0.50" in band_1_64
+    assert "torch ms / ours" in text
