@@ -69,7 +69,7 @@ link_flags = ["-l:libstdc++.so.6"] if sys.platform.startswith("linux") else []
 with_cuda, build_reason = _cuda_choice()
 # -fopenmp-simd: honour `#pragma omp simd` (the CPU micro-kernel) without linking OpenMP.
 cxx_flags = ["-O3", "-fopenmp-simd"]
-host_sources = _sources("torch_gemm.cpp", "ops/*.cpp", "cpu/*.cpp")
+host_sources = _sources("torch_gemm.cpp", "ops/*.cpp", "cpu/*.cpp", "kernels/**/*.cpp")
 
 if with_cuda:
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_ARCH_LIST)

@@ -14,8 +14,8 @@
 // it costs over ours without.
 //
 // ($CUBLAS: a CUDA toolkit, or the nvidia-cublas wheel's nvidia/cu13.) A variant is a copy of
-// csrc/kernels/wgmma_sm90*.cu* in another directory named first on the include path (-Idir): this
-// file's #include then finds the copy, and the copy's own includes find the rest in csrc.
+// csrc/kernels/sm90/ as dir/kernels/sm90/, dir named first on the include path (-Idir): this
+// file's #includes then find the copy, and the copy's own includes find the rest in csrc.
 //
 // A variant may define tune_wgmma_report(const GemmParams&), for what it measures inside the kernel
 // (phase clocks, counters): built with -DTUNE_WGMMA_REPORT, the harness calls it once per shape.
@@ -38,7 +38,9 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/wgmma_sm90_launch.cu"
+// The launcher and its plan, compiled into this one translation unit.
+#include "kernels/sm90/heuristics.cpp"
+#include "kernels/sm90/launch.cu"
 #include "tune_common.cuh"
 
 using namespace torch_gemm;

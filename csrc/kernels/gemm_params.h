@@ -1,13 +1,12 @@
 // The one description of a GEMM that crosses from the torch boundary into the launchers:
-// C[z, M, N] = A[z, M, K] · B[z, K, N] (+ bias[N]) for z in [0, batch), every operand addressed
-// through its own element strides, so transposed, sliced and broadcast (stride 0) views reach the
-// kernels without a copy. No torch headers here.
+// C[z] = A[z] · B[z] (+ bias) for z < batch, every operand through its own element strides, so that
+// transposed, sliced and broadcast (stride 0) views reach the kernels without a copy. No torch here.
 #pragma once
 
 #include <cstdint>
 
-// Host and device where compiled by nvcc (batch_element uses dtype_size in kernels), host only in
-// the torch boundary's C++.
+// Host and device where compiled by nvcc (kernels use dtype_size and ceil_div), host only in the
+// torch boundary's and the plans' C++.
 #ifdef __CUDACC__
 #define TORCH_GEMM_HOST_DEVICE __host__ __device__
 #else
@@ -23,6 +22,9 @@ enum class DType : int { kFloat32, kFloat64, kFloat16, kBFloat16 };
 TORCH_GEMM_HOST_DEVICE constexpr int64_t dtype_size(DType dtype) {
   return dtype == DType::kFloat64 ? 8 : dtype == DType::kFloat32 ? 4 : 2;
 }
+
+// Tiles of y covering x (x >= 0, y > 0).
+TORCH_GEMM_HOST_DEVICE constexpr int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
 struct GemmParams {
   int64_t M = 0, N = 0, K = 0;

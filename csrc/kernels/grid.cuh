@@ -1,4 +1,5 @@
-// Grid arithmetic shared by the launchers.
+// Grid arithmetic shared by the launchers: grids within the hardware's limits, grouped
+// rasterization for L2 reuse, the SM count, and batches cut into launches.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,8 +14,6 @@
 namespace torch_gemm {
 
 constexpr int64_t kMaxGridY = 65535;  // hardware limit on gridDim.y; kernels stride past it
-
-__host__ __device__ constexpr int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
 inline unsigned grid_y_for(int64_t tiles) {
   return static_cast<unsigned>(std::min(tiles, kMaxGridY));

@@ -1,0 +1,534 @@
+// The Hopper kernel's plan of a call (heuristics.h): the rules, and the sentences that explain
+// them. Plain C++: compiled in every build, including the CPU-only one.
+#include "kernels/sm90/heuristics.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace torch_gemm {
+namespace sm90 {
+namespace {
+
+using F = KernelFacts;
+
+// Split-K only where K has at least this many k-tiles: below it the partials' exchange and the
+// first copies without multicast cost more than halving the loop saves (benchmarks/NOTES.md).
+constexpr int64_t kSplitMinKTiles = 32;
+
+// Row sums are fused where the tile columns give at least this many slices of K: a tile's slice
+// then moves at most 1/8 of the bytes of A its product reads, which two warps' loads keep up with.
+// Otherwise row_sum_slices_kernel takes them before the product, in slices enough for about
+// kRowSumBlocks blocks (at most kMaxSlices: its grid.y).
+constexpr int64_t kMinFusedSlices = 8;
+constexpr int64_t kRowSumBlocks = 2048;
+constexpr int64_t kMaxSlices = 65535;
+
+// Stream-K costs about as much as 20 k-tiles of 128×256 (a partial's store, its finisher's wait
+// and read): it pays where each cluster of the last round would otherwise idle for more than
+// this many k-tiles (benchmarks/NOTES.md).
+constexpr int64_t kStreamKMinSaved = 32;
+
+int64_t k_tile_elements(const GemmParams& p) { return F::kKTileBytes / dtype_size(p.dtype); }
+
+bool sixteen_bit(const GemmParams& p) {
+  return p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16;
+}
+
+// Split K and 128-column tiles: 16-bit products without fused row sums (whose slices follow
+// 256-column tiles).
+bool can_split(const GemmParams& p) { return p.dtype != DType::kFloat32 && p.row_sum == nullptr; }
+
+RowSumPlan plan_row_sum(const GemmParams& p) {
+  RowSumPlan plan;
+  if (p.row_sum == nullptr) return plan;
+  const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
+  const int64_t row_blocks = ceil_div(p.M, F::kRowSumWarps * F::kRowSumRowsPerWarp) * p.batch;
+  plan.fused = tiles_n >= kMinFusedSlices && p.dtype != DType::kFloat32;  // 16-bit: see the kernel
+  int64_t wanted = plan.fused ? tiles_n : ceil_div(kRowSumBlocks, std::max<int64_t>(row_blocks, 1));
+  wanted = std::min({wanted, std::max<int64_t>(ceil_div(p.K, F::kRowSumSliceAlign), 1), kMaxSlices});
+  plan.piece_k = round_up(ceil_div(std::max<int64_t>(p.K, 1), wanted), F::kRowSumSliceAlign);
+  plan.slices = ceil_div(p.K, plan.piece_k);
+  plan.partials_bytes =
+      round_up(plan.slices * p.batch * p.M * int64_t{sizeof(float)}, F::kWorkspaceAlignBytes);
+  return plan;
+}
+
+// bf16/fp16 read either tile in either order; tf32 (fp32 operands) reads B's tile K-major only
+// (A passes through registers, loaded in either order).
+WgmmaPlan plan_wgmma(const GemmParams& p) {
+  const bool batched = p.batch > 1;
+  const int64_t element_bytes = dtype_size(p.dtype);
+  const bool b_k_major_only = p.dtype == DType::kFloat32;
+  WgmmaPlan plan{plan_operand(p.a, p.M, p.K, p.batch, p.a_stride_m, p.a_stride_k,
+                              batched ? p.a_stride_batch : 0, element_bytes, false),
+                 plan_operand(p.b, p.N, p.K, p.batch, p.b_stride_n, p.b_stride_k,
+                              batched ? p.b_stride_batch : 0, element_bytes, b_k_major_only),
+                 plan_row_sum(p), 0};
+  plan.b.workspace_offset = plan.a.workspace_bytes;
+  plan.row_sum.partials_offset = plan.b.workspace_offset + plan.b.workspace_bytes;
+  plan.workspace_bytes = plan.row_sum.partials_offset + plan.row_sum.partials_bytes;
+  return plan;
+}
+
+// Stream-K's workspace, where the launch may use it (plan_grid): 16-bit 128×256 tiles, unsplit,
+// without fused row sums, more of them than clusters can be resident. A partial sum per block
+// (kBlockM × kBlockN floats; at most one block per SM) and a flag per consumer.
+void plan_stream_k(const GemmParams& p, const Shape& shape, const Overrides& o, WgmmaPlan* plan) {
+  const int64_t sms = shape.sms;
+  const int64_t tiles = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, kWgmmaBlockN) * p.batch;
+  if (p.dtype == DType::kFloat32) {
+    plan->stream_k_rule = StreamKRule::kFloat32;
+  } else if (p.row_sum != nullptr) {
+    plan->stream_k_rule = StreamKRule::kRowSum;
+  } else if (o.stream_k == 0) {
+    plan->stream_k_rule = StreamKRule::kOff;
+  } else if (shape.consumers != 2 || shape.block_n != kWgmmaBlockN || shape.split_k != 1) {
+    plan->stream_k_rule = StreamKRule::kNotWideUnsplit;
+  } else if (tiles <= std::min<int64_t>(sms / 2, o.max_clusters)) {
+    plan->stream_k_rule = StreamKRule::kFewTiles;
+  } else {
+    plan->stream_k_rule = StreamKRule::kOn;
+    plan->stream_k_offset = plan->workspace_bytes;
+    plan->stream_k_flags_offset =
+        plan->stream_k_offset +
+        round_up(sms * kWgmmaBlockM * kWgmmaBlockN * int64_t{sizeof(float)}, F::kWorkspaceAlignBytes);
+    plan->workspace_bytes = plan->stream_k_flags_offset +
+                            round_up(sms * 2 * int64_t{sizeof(int)}, F::kWorkspaceAlignBytes);
+    plan->stream_k_bytes = plan->workspace_bytes - plan->stream_k_offset;
+  }
+}
+
+// How many of the last turns stream-K deals out as k-tiles, where the workspace allows it and
+// the turns leave the last round of `slots` clusters idle long enough (kStreamKMinSaved). 0: none.
+// The walk's arithmetic (units × clusters) stays within int.
+int stream_k_turns(int64_t turns, int64_t slots, int64_t k_tiles, const Overrides& o,
+                   StreamKRule* rule) {
+  if (turns <= slots || turns % slots == 0) {
+    *rule = StreamKRule::kWholeRounds;
+    return 0;
+  }
+  const int64_t rest = turns % slots;
+  const bool forced = o.max_clusters != INT_MAX;  // the tests' few clusters: stream-K always
+  if (!forced && k_tiles * (slots - rest) < kStreamKMinSaved * slots) {
+    *rule = StreamKRule::kSmallSaving;
+    return 0;
+  }
+  const int64_t sk_turns = rest + (o.stream_k == 2 ? slots : 0);
+  const int64_t units = sk_turns * k_tiles;
+  if (units < slots || units * slots > INT_MAX) {
+    *rule = StreamKRule::kTooManyUnits;
+    return 0;
+  }
+  *rule = StreamKRule::kOn;
+  return static_cast<int>(sk_turns);
+}
+
+}  // namespace
+
+Overrides parse_overrides(const char* shape, const char* cluster, const char* stream_k,
+                          const char* max_clusters) {
+  Overrides o;
+  int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
+  const int fields =
+      shape == nullptr ? 0 : std::sscanf(shape, "%dx%dx%d", &consumers, &split_k, &block_n);
+  const bool small = block_n == kWgmmaSmallBlockN && consumers == 1 && split_k == 1;
+  const bool split = split_k == F::kSplitSlices && consumers == 2 && block_n == kWgmmaBlockN;
+  if (fields >= 2 && (consumers == 1 || consumers == 2) && (split_k == 1 || split) &&
+      (block_n == kWgmmaBlockN || small)) {
+    o.consumers = consumers, o.split_k = split_k, o.block_n = block_n;
+  }
+  o.clusters = cluster == nullptr || cluster[0] != '1';
+  o.stream_k = stream_k == nullptr || stream_k[0] < '0' || stream_k[0] > '2' ? 1 : stream_k[0] - '0';
+  const int n = max_clusters == nullptr ? 0 : std::atoi(max_clusters);
+  o.max_clusters = n > 0 ? n : INT_MAX;
+  return o;
+}
+
+// The one-consumer 64×256 tiles where the 128×256 ones (over the batch) would not fill half the
+// SMs, so that twice as many blocks work; 16-bit products take 64×128 tiles where those fit in
+// one wave: twice the blocks again draw operands from L2, which bounds these shapes' loops, and
+// each has half the epilogue. Else split-K where the tiles would leave most SMs idle and K is long:
+// two K slices of each 128×256 tile where their blocks then fill more than half the SMs and fit
+// in one wave. The 64×256 tiles are never split: wherever twice their count fits in one wave so
+// do the 64×128 tiles, which were faster. (Measurements: benchmarks/NOTES.md.)
+Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
+  const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
+  const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
+  Shape shape;
+  shape.sms = sms;
+  // Tiles over the batch (fewer than C's elements: no overflow).
+  shape.wide_tiles = wide_m * tiles_n * p.batch;
+  shape.small_tiles = narrow_m * ceil_div(p.N, kWgmmaSmallBlockN) * p.batch;
+  const int64_t wide = shape.wide_tiles;
+  shape.consumers = wide < sms / 2 ? 1 : 2;
+  shape.tile_rule = shape.consumers == 1 ? TileRule::kNarrow : TileRule::kWide;
+  const bool splittable = can_split(p);
+  if (splittable && shape.consumers == 1 && shape.small_tiles <= sms) {
+    shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
+    shape.tile_rule = TileRule::kSmall;
+  } else if (splittable && ceil_div(p.K, k_tile_elements(p)) >= kSplitMinKTiles &&
+             wide * F::kSplitSlices <= sms && wide * F::kSplitSlices * 2 > sms) {
+    shape.consumers = 2, shape.split_k = F::kSplitSlices;
+    shape.tile_rule = TileRule::kSplit;
+  }
+  if (o.consumers != 0) {
+    shape.consumers = o.consumers;
+    shape.block_n = static_cast<int>(kWgmmaBlockN);
+    if (splittable) shape.split_k = o.split_k, shape.block_n = o.block_n;
+    shape.tile_rule = TileRule::kForced;
+  }
+  const bool two = shape.consumers == 2;
+  // With clusters each block copies (and multicasts) half of B's rows. That pays where a block
+  // walks several tiles; where every block has one 128×256 tile the pair's start and its stages
+  // waiting on both blocks' copies cost more. On 64-row tiles, whose B is most of the bytes
+  // copied, pairs pay even so (at worst they lose a little).
+  const bool one_wave_of_wide = two && wide <= sms;
+  if (shape.split_k != 1) {
+    shape.cluster_rule = ClusterRule::kSplitK;
+  } else if (!o.clusters) {
+    shape.cluster_rule = ClusterRule::kOff;
+  } else if ((two ? wide_m : narrow_m) < 2) {
+    shape.cluster_rule = ClusterRule::kOneTileRow;
+  } else if (one_wave_of_wide) {
+    shape.cluster_rule = ClusterRule::kOneWave;
+  } else {
+    shape.cluster_rule = ClusterRule::kPairs;
+  }
+  shape.clusters = shape.cluster_rule == ClusterRule::kPairs;
+  return shape;
+}
+
+bool tma_stride_ok(int64_t stride, int64_t extent, int64_t element_bytes) {
+  return extent <= 1 || (stride > 0 && stride * element_bytes % F::kTmaAlignBytes == 0);
+}
+
+bool tma_aligned(const void* ptr) {
+  return reinterpret_cast<uintptr_t>(ptr) % F::kTmaAlignBytes == 0;
+}
+
+OperandPlan plan_operand(const void* ptr, int64_t X, int64_t K, int64_t batch, int64_t stride_x,
+                         int64_t stride_k, int64_t stride_batch, int64_t element_bytes,
+                         bool k_major_only) {
+  OperandPlan plan{ptr, X, K, batch, stride_x, stride_k, stride_batch, true, false};
+  const bool aligned = tma_aligned(ptr) && tma_stride_ok(stride_batch, batch, element_bytes);
+  const bool unit_k = stride_k == 1 || K <= 1;
+  const bool unit_x = stride_x == 1 || X <= 1;
+  if (aligned && unit_k && tma_stride_ok(stride_x, X, element_bytes)) {
+    plan.k_major = true;
+  } else if (aligned && unit_x && tma_stride_ok(stride_k, K, element_bytes) && !k_major_only) {
+    plan.k_major = false;
+  } else {
+    // Repacked dense, rows padded to 16 bytes, the smaller stride kept innermost where the
+    // kernel reads either order.
+    const auto key = [](int64_t extent, int64_t stride) {
+      return extent > 1 ? (stride < 0 ? -stride : stride) : INT64_MAX;
+    };
+    plan.repack = true;
+    plan.k_major = k_major_only || key(K, stride_k) <= key(X, stride_x);
+    const int64_t inner = plan.k_major ? K : X, outer = plan.k_major ? X : K;
+    const int64_t ld = round_up(std::max<int64_t>(inner, 1), F::kTmaAlignBytes / element_bytes);
+    plan.workspace_bytes = round_up(batch * outer * ld * element_bytes, F::kWorkspaceAlignBytes);
+    plan.stride_x = plan.k_major ? ld : 1;
+    plan.stride_k = plan.k_major ? 1 : ld;
+    plan.stride_batch = outer * ld;
+  }
+  return plan;
+}
+
+GemmParams transposed_problem(const GemmParams& p) {
+  GemmParams t = p;
+  t.M = p.N, t.N = p.M;
+  t.a = p.b, t.a_stride_m = p.b_stride_n, t.a_stride_k = p.b_stride_k;
+  t.b = p.a, t.b_stride_n = p.a_stride_m, t.b_stride_k = p.a_stride_k;
+  t.a_stride_batch = p.b_stride_batch, t.b_stride_batch = p.a_stride_batch;
+  t.c_stride_m = p.c_stride_n, t.c_stride_n = p.c_stride_m;
+  return t;
+}
+
+// Where B is N-major (NN), which the tf32 wgmma cannot read, the transposed product needs less
+// repacking — in NN none, Bᵀ being an MN-major A (read through registers) and Aᵀ a K-major B —
+// than transposing B into the workspace first. Where TMA can store the caller's C, the epilogue
+// then fills its boxes transposed and stores them into it (WgmmaParams::c_transposed); else C
+// leaves from registers. Not with a bias or row sums, which belong to C's columns and A's rows.
+bool runs_transposed(const GemmParams& p) {
+  if (p.dtype != DType::kFloat32 || p.bias != nullptr || p.row_sum != nullptr) return false;
+  return plan_wgmma(transposed_problem(p)).workspace_bytes < plan_wgmma(p).workspace_bytes;
+}
+
+bool tma_store_ok(const GemmParams& p) {
+  const int64_t e = dtype_size(p.dtype);
+  return tma_aligned(p.c) && (p.c_stride_n == 1 || p.N <= 1) &&
+         tma_stride_ok(p.c_stride_m, p.M, e) && tma_stride_ok(p.c_stride_batch, p.batch, e);
+}
+
+WgmmaPlan plan_product(const GemmParams& p, const Shape& shape, const Overrides& o) {
+  WgmmaPlan plan = plan_wgmma(p);
+  plan_stream_k(p, shape, o, &plan);
+  return plan;
+}
+
+Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
+  Plan plan;
+  plan.transposed = runs_transposed(caller);
+  plan.problem = plan.transposed ? transposed_problem(caller) : caller;
+  const GemmParams& p = plan.problem;
+  plan.shape = choose_shape(p, sms, o);
+  plan.product = plan_product(p, plan.shape, o);
+  // C goes through TMA as the product's C where TMA can address that, else (transposed, fp32
+  // only) as the caller's C, its boxes filled transposed.
+  const bool product_store = tma_store_ok(p);
+  plan.store_transposed = plan.transposed && !product_store && tma_store_ok(caller);
+  plan.tma_store = product_store || plan.store_transposed;
+  plan.tiles_m = ceil_div(p.M, plan.shape.block_m());
+  plan.tiles_n = ceil_div(p.N, plan.shape.block_n);
+  plan.turns = ceil_div(plan.tiles_m, plan.shape.cluster_m()) * plan.tiles_n * p.batch;
+  plan.k_tiles = ceil_div(p.K, k_tile_elements(p));
+  plan.fits_int = p.M <= INT_MAX && p.N <= INT_MAX && p.K <= INT_MAX &&
+                  plan.tiles_m * plan.tiles_n * p.batch <= INT_MAX;
+  return plan;
+}
+
+Grid plan_grid(const Plan& plan, int64_t resident, const Overrides& o) {
+  Grid grid;
+  grid.stream_k_rule = plan.product.stream_k_rule;
+  if (plan.shape.split_k > 1) {
+    grid.blocks = plan.turns * plan.shape.split_k;
+    return grid;
+  }
+  grid.slots = std::min<int64_t>(resident, o.max_clusters);
+  if (grid.slots <= 0) return grid;
+  const int64_t cluster_m = plan.shape.cluster_m();
+  if (plan.product.stream_k_bytes > 0) {
+    grid.sk_turns = stream_k_turns(plan.turns, grid.slots, plan.k_tiles, o, &grid.stream_k_rule);
+    if (grid.sk_turns > 0) {
+      grid.blocks = grid.slots * cluster_m;
+      return grid;
+    }
+  }
+  int64_t slots = grid.slots;
+  if (plan.turns > slots) {
+    // As few blocks as keep the number of turns per block: an SM left idle for the whole
+    // kernel draws less power than one idle only in the last wave, and under the power cap the
+    // others clock higher.
+    slots = ceil_div(plan.turns, ceil_div(plan.turns, slots));
+  }
+  grid.blocks = std::min(plan.turns, slots) * cluster_m;
+  return grid;
+}
+
+// ---- The reasons, for torch_gemm.explain.
+
+namespace {
+
+std::string str(int64_t x) { return std::to_string(x); }
+
+std::string tile_name(int64_t m, int64_t n) { return str(m) + "x" + str(n); }
+
+// Which of plan_operand's conditions decided, for the operand (X, K) at ptr with these strides.
+std::string operand_reason(const OperandPlan& op, const void* ptr, int64_t X, int64_t K,
+                           int64_t stride_x, int64_t stride_k, int64_t stride_batch,
+                           int64_t element_bytes, bool k_major_only, const std::string& x) {
+  if (!op.repack) {
+    return "read in place, " + std::string(op.k_major ? "K" : x) + "-major: unit stride along " +
+           (op.k_major ? "K" : x) + ", 16-byte aligned base and strides";
+  }
+  std::string why;
+  const bool unit_x = stride_x == 1 || X <= 1;
+  if (!tma_aligned(ptr)) {
+    why = "its base address is not 16-byte aligned";
+  } else if (!tma_stride_ok(stride_batch, op.batch, element_bytes)) {
+    why = "its batch stride is not a positive multiple of 16 bytes";
+  } else if (k_major_only && unit_x && tma_stride_ok(stride_k, K, element_bytes)) {
+    why = "it is N-major, and tf32 wgmma reads B K-major only";
+  } else {
+    why = "neither K nor " + x + " has unit stride with the other stride a positive multiple of "
+          "16 bytes";
+  }
+  return "repacked into the workspace (" + std::string(op.k_major ? "K" : x) +
+         "-major, rows padded to 16 bytes) before the product: " + why +
+         ", and TMA needs 16-byte aligned addresses and strides";
+}
+
+std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid) {
+  // By StreamKRule; null where the sentence needs the plan's numbers.
+  static constexpr const char* kFixed[] = {
+      nullptr,
+      "off: tf32 tiles run whole turns",
+      "off: fused row sums take whole tiles",
+      "off: TORCH_GEMM_WGMMA_STREAM_K=0",
+      "off: only unsplit 128x256 tiles take stream-K",
+      "off: the tiles fit in one round of resident clusters",
+      nullptr,
+      nullptr,
+      "off: the pieces would not fit the walk's 32-bit arithmetic, or are fewer than the clusters",
+  };
+  static_assert(sizeof(kFixed) / sizeof(kFixed[0]) == static_cast<int>(StreamKRule::kTooManyUnits) + 1,
+                "a sentence per rule");
+  if (kFixed[static_cast<int>(rule)] != nullptr) return kFixed[static_cast<int>(rule)];
+  const int64_t rest = plan.turns % grid.slots;
+  if (rule == StreamKRule::kOn) {
+    return "the last " + str(grid.sk_turns) + " turns (" + str(rest) + " left over after whole "
+           "rounds of " + str(grid.slots) + " clusters) are dealt to every cluster as k-tiles, "
+           "partial sums meeting in the workspace, so that no cluster idles through a last "
+           "partial round";
+  }
+  if (rule == StreamKRule::kWholeRounds) {
+    return "off: the turns make whole rounds of the " + str(grid.slots) + " resident clusters";
+  }
+  return "off: the last round's " + str(grid.slots - rest) + " idle of " + str(grid.slots) +
+         " clusters, " + str(plan.k_tiles) + " k-tiles each, would save each cluster fewer than " +
+         str(kStreamKMinSaved) + " k-tiles, less than stream-K's partial sums cost";
+}
+
+}  // namespace
+
+Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& grid,
+                     const Overrides& o) {
+  struct {
+    std::string transposed, a, b, store, tile, cluster, split_k, stream_k, row_sum, grid;
+  } r;
+  const GemmParams& p = plan.problem;
+  const Shape& s = plan.shape;
+  const int64_t e = dtype_size(p.dtype);
+  const bool batched = p.batch > 1;
+  const int64_t sms = s.sms;
+
+  if (plan.transposed) {
+    r.transposed = "runs the transposed product C^T = B^T A^T: tf32 wgmma reads B K-major only, "
+                   "and the transposed operands need less repacking than the product as given";
+  } else if (caller.dtype != DType::kFloat32) {
+    r.transposed = "no: bf16/fp16 wgmma reads either operand in either order";
+  } else if (caller.bias != nullptr || caller.row_sum != nullptr) {
+    r.transposed = "no: a bias or row sums belong to C's columns and A's rows";
+  } else {
+    r.transposed = "no: the product as given needs no more repacking than its transpose";
+  }
+
+  r.a = operand_reason(plan.product.a, p.a, p.M, p.K, p.a_stride_m, p.a_stride_k,
+                       batched ? p.a_stride_batch : 0, e, false, "M");
+  r.b = operand_reason(plan.product.b, p.b, p.N, p.K, p.b_stride_n, p.b_stride_k,
+                       batched ? p.b_stride_batch : 0, e, p.dtype == DType::kFloat32, "N");
+
+  if (plan.store_transposed) {
+    r.store = "TMA stores into the caller's C, boxes filled transposed in shared memory";
+  } else if (plan.tma_store) {
+    r.store = "TMA stores from swizzled shared-memory boxes: C has unit column stride and "
+              "16-byte aligned rows";
+  } else {
+    r.store = "from registers, edges masked: TMA cannot address C (no unit column stride, or rows "
+              "not 16-byte aligned)";
+  }
+
+  const std::string wide = str(s.wide_tiles) + " tiles of 128x256";
+  const std::string half = "half of the " + str(sms) + " SMs";
+  switch (s.tile_rule) {
+    case TileRule::kWide:
+      r.tile = "128x256, two consumer warpgroups: the " + wide + " fill at least " + half;
+      break;
+    case TileRule::kNarrow:
+      r.tile = "64x256, one consumer warpgroup: " + wide + " would leave more than " + half +
+               " idle, and 64-row tiles double the blocks";
+      if (can_split(p)) {
+        r.tile += "; the " + str(s.small_tiles) + " tiles of 64x128 would not fit in one wave";
+      } else {
+        r.tile += p.dtype == DType::kFloat32 ? " (tf32 has no 128-column tile)"
+                                             : " (fused row sums follow 256-column tiles)";
+      }
+      break;
+    case TileRule::kSmall:
+      r.tile = "64x128, one consumer warpgroup: " + wide + " would leave more than " + half +
+               " idle, and the " + str(s.small_tiles) + " tiles of 64x128 fit in one wave";
+      break;
+    case TileRule::kSplit:
+      r.tile = "128x256, split in two along K: the " + wide + " are too few for the " + str(sms) +
+               " SMs, but twice as many blocks fill more than half of them in one wave";
+      break;
+    case TileRule::kForced:
+      r.tile = tile_name(s.block_m(), s.block_n) + ": forced by TORCH_GEMM_WGMMA_SHAPE";
+      break;
+  }
+
+  const int64_t k_tiles = plan.k_tiles;
+  if (s.split_k > 1) {
+    r.split_k = "2 slices of K (" + str(k_tiles) + " k-tiles): the two blocks of a cluster take "
+                "one each and add their partial sums through distributed shared memory, in a "
+                "fixed order";
+  } else if (s.tile_rule == TileRule::kForced) {
+    r.split_k = "none: forced by TORCH_GEMM_WGMMA_SHAPE";
+  } else if (p.dtype == DType::kFloat32) {
+    r.split_k = "none: tf32 does not split K";
+  } else if (p.row_sum != nullptr) {
+    r.split_k = "none: fused row sums follow whole tiles";
+  } else if (s.tile_rule == TileRule::kSmall) {
+    r.split_k = "none: 64x128 tiles fill the SMs instead";
+  } else if (s.wide_tiles * F::kSplitSlices > sms) {
+    r.split_k = "none: the " + wide + " split in two would not fit in one wave";
+  } else if (s.wide_tiles * F::kSplitSlices * 2 <= sms) {
+    r.split_k = "none: split in two, the " + wide + " would still leave " + half + " idle";
+  } else {
+    r.split_k = "none: K's " + str(k_tiles) + " k-tiles are fewer than " +
+                str(kSplitMinKTiles) + ", too short for the exchange of partial sums to pay";
+  }
+
+  switch (s.cluster_rule) {
+    case ClusterRule::kPairs:
+      r.cluster = "pairs of blocks along M share B's tile: each copies half of it by TMA "
+                  "multicast, so B crosses from L2 once per pair";
+      break;
+    case ClusterRule::kSplitK:
+      r.cluster = "the cluster is the split-K pair (one tile, two slices of K)";
+      break;
+    case ClusterRule::kOff:
+      r.cluster = "single blocks: TORCH_GEMM_WGMMA_CLUSTER=1";
+      break;
+    case ClusterRule::kOneTileRow:
+      r.cluster = "single blocks: one tile row, nothing to pair along M";
+      break;
+    case ClusterRule::kOneWave:
+      r.cluster = "single blocks: every block has one 128x256 tile (one wave), where a pair's "
+                  "start and its stages waiting on both blocks cost more than sharing B saves";
+      break;
+  }
+
+  const StreamKRule planned = plan.product.stream_k_rule;
+  r.stream_k = stream_k_reason(planned == StreamKRule::kOn ? grid.stream_k_rule : planned, plan,
+                               grid);
+
+  if (p.row_sum == nullptr) {
+    r.row_sum = "none asked for";
+  } else if (plan.product.row_sum.fused) {
+    r.row_sum = "fused: the producer warpgroup's idle warps sum A's rows, tile column j over "
+                "slice j of K (" + str(plan.product.row_sum.slices) + " slices)";
+  } else {
+    r.row_sum = "row_sum_slices_kernel before the product (" +
+                str(plan.product.row_sum.slices) + " slices of K), the partials added after: " +
+                (p.dtype == DType::kFloat32 ? std::string("tf32 kernels do not fuse them")
+                                            : "fewer than " + str(kMinFusedSlices) +
+                                                  " tile columns to slice K by");
+  }
+
+  if (s.split_k > 1) {
+    r.grid = str(grid.blocks) + " blocks: one cluster of 2 per tile (" + str(plan.turns) +
+             " tiles)";
+  } else if (grid.slots <= 0) {
+    r.grid = "none: no cluster of the kernel fits on the device";
+  } else {
+    const std::string unit = s.clusters ? "pairs" : "blocks";
+    r.grid = str(grid.blocks) + " blocks, persistent: " + str(plan.turns) + " turns over " +
+             str(grid.slots) + " resident " + unit;
+    if (o.max_clusters != INT_MAX) r.grid += " (capped by TORCH_GEMM_WGMMA_MAX_CLUSTERS)";
+    if (grid.sk_turns == 0 && plan.turns > grid.slots &&
+        grid.blocks < grid.slots * s.cluster_m()) {
+      r.grid += "; as few as keep the turns per block, so that idle SMs let the others clock "
+                "higher";
+    }
+  }
+  return {{"transposed", r.transposed}, {"a", r.a}, {"b", r.b}, {"store", r.store},
+          {"tile", r.tile}, {"cluster", r.cluster}, {"split_k", r.split_k},
+          {"stream_k", r.stream_k}, {"row_sum", r.row_sum}, {"grid", r.grid}};
+}
+
+}  // namespace sm90
+}  // namespace torch_gemm

@@ -1,0 +1,164 @@
+// The Hopper kernel's plan of a call (operands, C's store, tile, cluster, split-K, stream-K, grid)
+// as pure functions of the product, the device's facts and the environment's overrides: plain C++
+// in every build, so that torch_gemm.explain and tests/test_heuristics.py run on the CPU.
+#pragma once
+
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/gemm_params.h"
+#include "kernels/tiles.h"
+
+namespace torch_gemm {
+namespace sm90 {
+
+// The kernel's numbers that the plan counts with; launch.cu checks each against the kernel's own.
+struct KernelFacts {
+  static constexpr int64_t kTmaAlignBytes = 16;         // TMA: base address and every stride
+  static constexpr int64_t kWorkspaceAlignBytes = 256;  // each part of the workspace
+  static constexpr int64_t kKTileBytes = 128;  // a k-tile is one 128-byte swizzled row of K
+  static constexpr int kSplitSlices = 2;       // K slices of a split 128×256 tile
+  static constexpr int64_t kRowSumSliceAlign = 64;   // row_sum.cuh's kRowSumSliceAlign
+  static constexpr int64_t kRowSumWarps = 2;         // row_sum.cuh's kRowSumWarps
+  static constexpr int64_t kRowSumRowsPerWarp = 64;  // row_sum_slices_kernel: 128 rows a block
+};
+
+inline int64_t round_up(int64_t x, int64_t multiple) { return ceil_div(x, multiple) * multiple; }
+
+// The environment's overrides, for comparisons and tests. The launcher reads the variables once
+// per process and passes them in, so that the plan depends on its arguments alone.
+struct Overrides {
+  // TORCH_GEMM_WGMMA_SHAPE=CxS[xN]: C consumer warpgroups (1: 64-row tiles, 2: 128-row), S slices
+  // of K (1, or 2 with 2x2) and N columns a tile (256, or 128 with 1x1); split K and 128 columns
+  // take 16-bit products without row sums. consumers 0: unset, the plan chooses.
+  int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
+  bool clusters = true;    // TORCH_GEMM_WGMMA_CLUSTER=1: no pairs sharing B
+  int stream_k = 1;        // TORCH_GEMM_WGMMA_STREAM_K=0|1|2: off; the last partial round; and one more
+  int max_clusters = INT_MAX;  // TORCH_GEMM_WGMMA_MAX_CLUSTERS=n: at most n clusters resident
+};
+
+// The overrides from the variables' values (null: unset). A value out of range is ignored.
+Overrides parse_overrides(const char* shape, const char* cluster, const char* stream_k,
+                          const char* max_clusters);
+
+// Which rule set the tile and the clusters (for explain's reasons).
+enum class TileRule { kWide, kNarrow, kSmall, kSplit, kForced };
+enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave };
+
+// How a product is spread over the blocks: the tile (consumers × 64 rows, block_n columns),
+// pairs of blocks sharing B (clusters), or split_k slices of K per 128×256 tile.
+struct Shape {
+  int consumers = 2;
+  int block_n = static_cast<int>(kWgmmaBlockN);  // or kWgmmaSmallBlockN (one consumer, 16-bit)
+  bool clusters = false;
+  int split_k = 1;
+  int64_t sms = 1;  // the multiprocessors it was chosen for
+  TileRule tile_rule = TileRule::kWide;
+  ClusterRule cluster_rule = ClusterRule::kPairs;
+  int64_t wide_tiles = 0;   // 128×256 tiles over the batch
+  int64_t small_tiles = 0;  // 64×128 tiles over the batch
+
+  int block_m() const { return consumers * static_cast<int>(kWgmmaNarrowBlockM); }
+  int cluster_m() const { return clusters ? 2 : 1; }
+};
+
+// The tile, K slices and clusters of a product on `sms` multiprocessors.
+Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o);
+
+// One operand seen as (batch, X, K), X being M for A and N for B, and how the kernel reads it.
+struct OperandPlan {
+  const void* ptr;
+  int64_t extent_x, extent_k, batch;
+  int64_t stride_x, stride_k, stride_batch;  // elements
+  bool k_major;                // stride 1 along K (else along X)
+  bool repack;                 // copied into the workspace first (ptr/strides then describe it)
+  int64_t workspace_offset = 0;
+  int64_t workspace_bytes = 0;
+};
+
+// Whether a stride that TMA multiplies by the element size is usable: positive and 16-byte
+// aligned. A dimension of extent <= 1 is never stepped along, so any stride serves.
+bool tma_stride_ok(int64_t stride, int64_t extent, int64_t element_bytes);
+bool tma_aligned(const void* ptr);
+
+// k_major_only: the kernel reads this operand only K-major (tf32's B), so an MN-major one is
+// transposed into the workspace.
+OperandPlan plan_operand(const void* ptr, int64_t X, int64_t K, int64_t batch, int64_t stride_x,
+                         int64_t stride_k, int64_t stride_batch, int64_t element_bytes,
+                         bool k_major_only);
+
+// Where mm_tiled_row_sum's sums of A's rows are taken: fused into the product's producer
+// warpgroup, or by row_sum_slices_kernel before it; K cut into `slices` pieces of piece_k.
+struct RowSumPlan {
+  bool fused = false;
+  int64_t piece_k = KernelFacts::kRowSumSliceAlign, slices = 0;
+  int64_t partials_offset = 0, partials_bytes = 0;
+};
+
+enum class StreamKRule {
+  kOn, kFloat32, kRowSum, kOff, kNotWideUnsplit, kFewTiles,  // planning the workspace
+  kWholeRounds, kSmallSaving, kTooManyUnits                  // at launch, given the clusters
+};
+
+// Operands, row sums, and stream-K's partial sums and flags (0 bytes: none), in one workspace.
+struct WgmmaPlan {
+  OperandPlan a, b;
+  RowSumPlan row_sum;
+  int64_t workspace_bytes;
+  int64_t stream_k_offset = 0, stream_k_flags_offset = 0, stream_k_bytes = 0;
+  StreamKRule stream_k_rule = StreamKRule::kOn;
+};
+
+// Cᵀ = Bᵀ·Aᵀ: the same product with the operands' roles and C's strides exchanged.
+GemmParams transposed_problem(const GemmParams& p);
+
+// Whether tf32 runs the transposed product (B N-major, which the tf32 wgmma cannot read, costs
+// less repacking transposed).
+bool runs_transposed(const GemmParams& p);
+
+// Whether the epilogue can hand C to TMA stores: unit column stride, base and row (and batch)
+// strides 16-byte aligned.
+bool tma_store_ok(const GemmParams& p);
+
+// The workspace plan of a product as the launcher runs it in `shape`.
+WgmmaPlan plan_product(const GemmParams& p, const Shape& shape, const Overrides& o);
+
+// Everything the launcher decides before it knows how many clusters fit at once.
+struct Plan {
+  bool transposed = false;  // runs_transposed: problem is the caller's Cᵀ = Bᵀ·Aᵀ
+  GemmParams problem;       // the product the kernel computes
+  Shape shape;
+  WgmmaPlan product;
+  bool tma_store = false;         // C leaves by TMA stores (else from registers)
+  bool store_transposed = false;  // ... into the caller's C, boxes filled transposed (tf32)
+  int64_t tiles_m = 0, tiles_n = 0;
+  int64_t turns = 0;    // clusters' worth of tiles: each cluster computes one a turn
+  int64_t k_tiles = 0;  // of the whole of K
+  bool fits_int = true;  // extents and tiles within int (else the launcher refuses)
+};
+
+// The plan of a call with the caller's params (M, N and batch > 0) on `sms` multiprocessors.
+Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o);
+
+// The persistent grid of a planned call, given `resident`: the kernel's clusters that fit at
+// once (the SMs for single blocks; cudaOccupancyMaxActiveClusters for pairs). Split-K does not
+// use it: one cluster of kSplitK blocks per tile.
+struct Grid {
+  int64_t slots = 0;   // clusters resident at once, after the cap; <= 0: none fits
+  int64_t blocks = 0;  // gridDim.x
+  int sk_turns = 0;    // the last turns stream-K deals out as k-tiles (0: every turn whole)
+  StreamKRule stream_k_rule = StreamKRule::kOn;
+};
+Grid plan_grid(const Plan& plan, int64_t resident, const Overrides& o);
+
+// Each decision of a plan in a sentence, for torch_gemm.explain (built only when asked): pairs
+// (decision, sentence) for transposed, a, b, store, tile, cluster, split_k, stream_k, row_sum, grid.
+using Reasons = std::vector<std::pair<std::string, std::string>>;
+Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& grid,
+                     const Overrides& o);
+
+}  // namespace sm90
+}  // namespace torch_gemm

@@ -1,0 +1,127 @@
+// The Hopper kernel's reductions of partial sums: split-K's pair of blocks adding each other's
+// through distributed shared memory, and stream-K's pieces of a tile meeting in a global
+// workspace, each added in a fixed order so that the result does not depend on timing.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/sm90/config.cuh"
+#include "kernels/sm90/ptx.cuh"
+
+namespace torch_gemm {
+namespace sm90 {
+
+#ifdef TORCH_GEMM_SM90A_DEVICE
+
+// Split-K: the kSplitK blocks of a cluster (rank s: the s-th slice of K) each hold partial sums of
+// the whole tile; block o owns columns [o, o + 1) · kBlockN / kSplitK and adds everyone's partials
+// of them in rank order (the same bits whichever block finishes first). The partials pass through
+// the owner's stage ring, free once every block's wgmmas are done: from rank s, a slot of 16-byte
+// chunks, chunk c of consumer thread t at (c · threads + t) · 16, so that both the remote stores
+// and the owner's loads run through all banks. Ends with d holding the sums in the owned columns.
+template <typename Config, int kSplitK>
+__device__ __forceinline__ void reduce_split(float (&d)[Config::kAccumulators],
+                                             unsigned char* exchange, uint32_t split) {
+  constexpr int kThreads = Config::kConsumers * Config::kWarpgroupThreads;
+  constexpr int kOwned = Config::kAccumulators / kSplitK;  // sent to each owner, a thread
+  constexpr int kChunks = kOwned / 4;
+  constexpr uint32_t kChunkStride = kThreads * 16;
+  constexpr uint32_t kSlotBytes = kChunks * kChunkStride;
+  static_assert(kSplitK * kSlotBytes <= Config::kPipelineBytes, "the slots fit in the stage ring");
+  const uint32_t t = threadIdx.x - Config::kWarpgroupThreads;  // of the consumers
+  const uint32_t base = smem_u32(exchange) + t * 16;
+  cluster_sync();  // every block's wgmmas are done: the rings hold no operand anyone still reads
+#pragma unroll
+  for (int owner = 0; owner < kSplitK; ++owner) {
+    if (owner == static_cast<int>(split)) continue;
+    const uint32_t remote = cluster_address(base + split * kSlotBytes, owner);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int i = owner * kOwned + 4 * c;
+      store_cluster_v4(remote + c * kChunkStride, d[i], d[i + 1], d[i + 2], d[i + 3]);
+    }
+  }
+  cluster_sync();  // every partial has arrived (release / acquire at cluster scope)
+#pragma unroll
+  for (int owner = 0; owner < kSplitK; ++owner) {
+    if (owner != static_cast<int>(split)) continue;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int i = owner * kOwned + 4 * c;
+      float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+      for (int s = 0; s < kSplitK; ++s) {
+        float4 part;
+        if (s == owner) {
+          part = make_float4(d[i], d[i + 1], d[i + 2], d[i + 3]);
+        } else {
+          asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                       : "=f"(part.x), "=f"(part.y), "=f"(part.z), "=f"(part.w)
+                       : "r"(base + s * kSlotBytes + c * kChunkStride)
+                       : "memory");
+        }
+        if (s == 0) {
+          sum = part;
+        } else {
+          sum.x += part.x, sum.y += part.y, sum.z += part.z, sum.w += part.w;
+        }
+      }
+      d[i] = sum.x, d[i + 1] = sum.y, d[i + 2] = sum.z, d[i + 3] = sum.w;
+    }
+  }
+}
+
+// Stream-K: this thread's first float4 of slot `slot` of p.sk_partials. A thread's sums lie as
+// float4s 128 threads apart, so that a warp's accesses are 512 contiguous bytes.
+template <typename Config>
+__device__ __forceinline__ float4* partial_sums(const WgmmaParams& p, int slot) {
+  return reinterpret_cast<float4*>(p.sk_partials + static_cast<int64_t>(slot) *
+                                                       Config::kAccumulators *
+                                                       Config::kWarpgroupThreads) +
+         threadIdx.x % Config::kWarpgroupThreads;
+}
+
+// A consumer's accumulators as partial sums in slot `slot` (kept in L2 for the reader on another
+// SM), then the slot's flag set once the whole warpgroup's stores are done: the barrier orders
+// them before the leader's fence, which makes them visible at gpu scope before the flag.
+template <typename Config>
+__device__ __forceinline__ void store_partial_sums(const WgmmaParams& p,
+                                                   const float (&d)[Config::kAccumulators],
+                                                   int slot, int consumer, bool leader) {
+  float4* dst = partial_sums<Config>(p, slot);
+#pragma unroll
+  for (int i = 0; i < Config::kAccumulators / 4; ++i) {
+    __stcg(dst + i * Config::kWarpgroupThreads,
+           make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
+  }
+  warpgroup_sync(consumer);
+  if (leader) store_flag_release(p.sk_flags + slot);
+}
+
+// The partial sums of slot `slot` added to the accumulators, once its flag says they are written
+// (the leader's acquiring load, then the barrier, order every thread's loads after the writes).
+template <typename Config>
+__device__ __forceinline__ void add_partial_sums(const WgmmaParams& p,
+                                                 float (&d)[Config::kAccumulators], int slot,
+                                                 int consumer, bool leader) {
+  if (leader) {
+    int written = 0;
+    do {
+      written = load_flag_acquire(p.sk_flags + slot);
+    } while (written == 0);
+  }
+  warpgroup_sync(consumer);
+  const float4* src = partial_sums<Config>(p, slot);
+#pragma unroll
+  for (int i = 0; i < Config::kAccumulators / 4; ++i) {
+    const float4 v = __ldcg(src + i * Config::kWarpgroupThreads);
+    d[4 * i] += v.x, d[4 * i + 1] += v.y, d[4 * i + 2] += v.z, d[4 * i + 3] += v.w;
+  }
+}
+
+#endif  // TORCH_GEMM_SM90A_DEVICE
+
+}  // namespace sm90
+}  // namespace torch_gemm

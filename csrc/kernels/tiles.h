@@ -1,0 +1,29 @@
+// The tiles and row limits of the CUDA rungs that host-side rules count against the SMs
+// (kernel="auto", the sm90 plan), in plain C++: the CPU-only build compiles those rules too, so
+// that torch_gemm.explain and their tests run without CUDA.
+#pragma once
+
+#include <cstdint>
+
+namespace torch_gemm {
+
+// warptile's block tile, (kBlockM, kBlockN): kernel="auto" counts its tiles against the SMs.
+constexpr int64_t kWarptileBlockM = 128;
+constexpr int64_t kWarptileBlockN = 128;
+
+// wgmma_sm90's block tiles (kernel="auto" runs tf32 on them where M and N fill 128 rows): 128×256
+// with two consumer warpgroups; 64-row tiles (kWgmmaNarrowBlockM, one consumer) where the 128-row
+// ones would not fill half the SMs; 64×128 (kWgmmaSmallBlockN, 16-bit) where even those would
+// not. sm90/heuristics.h has the rules.
+constexpr int64_t kWgmmaBlockM = 128;
+constexpr int64_t kWgmmaNarrowBlockM = 64;
+constexpr int64_t kWgmmaBlockN = 256;
+constexpr int64_t kWgmmaSmallBlockN = 128;
+
+// Rows of A at or below which kernel="auto" takes gemv where B's columns are contiguous: for the
+// 16-bit types one (from two rows on, wgmma's tiles were mostly faster), for float32 and float64
+// two (benchmarks/NOTES.md).
+constexpr int64_t kGemvMaxRows16Bit = 1;
+constexpr int64_t kGemvMaxRowsWide = 2;
+
+}  // namespace torch_gemm
