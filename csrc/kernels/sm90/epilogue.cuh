@@ -1,6 +1,6 @@
-// The Hopper kernel's epilogue: C's way out, from registers where TMA cannot address C, else
-// through swizzled shared-memory boxes and TMA stores that run on while the consumers start the
-// next tile.
+// The Hopper kernel's epilogue: the bias (staged per tile by a producer warp, the accumulators'
+// starting value), and C's way out: from registers where TMA cannot address C, else through
+// swizzled shared-memory boxes and TMA stores that run on while the consumers start the next tile.
 #pragma once
 
 #include <cuda.h>
@@ -15,6 +15,7 @@
 #include "kernels/sm90/config.cuh"
 #include "kernels/sm90/mainloop.cuh"
 #include "kernels/sm90/ptx.cuh"
+#include "kernels/sm90/tile_scheduler.cuh"
 
 namespace torch_gemm {
 namespace sm90 {
@@ -219,6 +220,207 @@ __device__ __forceinline__ void store_round(const CUtensorMap* map_c, uint32_t r
     bulk_commit();
   }
 }
+
+// The tile's bias as fp32 in a shared-memory row (kBlockN, 0 past N), staged by a producer warp
+// while the previous tile runs, so that the consumers start their accumulators at it: the bias
+// costs no barrier between the consumers and no add at the packing. `full`: the row holds this
+// tile's bias; `empty`: every consumer warp has started from it.
+template <typename T, typename Config>
+struct BiasRow {
+  float* row;
+  uint64_t* full;
+  uint64_t* empty;
+
+  // Without a bias the row stays zero (every thread of the block, before the roles start).
+  __device__ __forceinline__ void zero() const {
+    for (int i = threadIdx.x; i < Config::kBlockN; i += Config::kThreads) row[i] = 0.0f;
+  }
+
+  // The bias warp: each tile's bias row, read from global memory before the previous tile's
+  // consumers have let go of the row in shared memory (so the reads' latency passes under that
+  // tile).
+  template <typename Schedule>
+  __device__ __forceinline__ void produce(const WgmmaParams& p, const Schedule& schedule) const {
+    constexpr int kPerLane = Config::kBlockN / 32;
+    const int lane = threadIdx.x % 32;
+    const T* bias = static_cast<const T*>(p.bias);
+    uint32_t bias_phase = 0;
+    TileWalk walk = schedule.walk();
+    WorkUnit unit;
+    while (walk.next(&unit)) {
+      int z, m0, n0;
+      schedule.origin(p, unit.turn, &z, &m0, &n0);
+      float values[kPerLane];
+      // A stream-K partial sum starts at zero: the bias enters once, with the tile's last
+      // k-tiles.
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int n = n0 + i * 32 + lane;
+        values[i] = n < p.N && !unit.partial ? to_acc<float>(bias[n * p.bias_stride]) : 0.0f;
+      }
+      mbarrier_wait(empty, bias_phase ^ 1);
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) row[i * 32 + lane] = values[i];
+      mbarrier_arrive(full);  // releases this lane's stores to the consumers
+      bias_phase ^= 1;
+    }
+  }
+
+  // A consumer: its accumulators start at the row (all zeros without a bias). One unconditional
+  // definition: accumulators defined on two paths made ptxas serialize every wgmma (its warning
+  // C7515, benchmarks/NOTES.md). Each row's pair is loaded by ld.shared straight into its
+  // accumulators; generic loads copied into the lower row's took many instructions a thread with
+  // every tensor core idle.
+  __device__ __forceinline__ void start(float (&d)[Config::kAccumulators], bool has_bias,
+                                        uint32_t& bias_phase) const {
+    if (has_bias) mbarrier_wait(full, bias_phase);
+    const uint32_t col = smem_u32(row + threadIdx.x % 4 * 2);  // columns 8j + 2(l%4), +1
+#pragma unroll
+    for (int j = 0; j < Config::kMmaN / 8; ++j) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
+                     : "=f"(d[4 * j + 2 * half]), "=f"(d[4 * j + 2 * half + 1])
+                     : "r"(col + 32 * j)
+                     : "memory");
+      }
+    }
+    if (has_bias) {
+      __syncwarp();  // the warp's reads of the row are done before it is handed back
+      if (threadIdx.x % 32 == 0) mbarrier_arrive(empty);
+      bias_phase ^= 1;
+    }
+  }
+};
+
+// One consumer warpgroup's epilogue: C from registers where TMA cannot store it; else 16-bit C
+// packed (and, on 128×256 tiles, left for the next tile's k-tiles to store), fp32 C through the
+// ring of boxes; split-K's owned columns at once. kPermuted: accumulator_row's order.
+template <typename T, typename Config, bool kPermuted, int kSplitK>
+class Epilogue {
+ public:
+  __device__ __forceinline__ Epilogue(const CUtensorMap* map_c, unsigned char* sC, int consumer,
+                                      bool leader)
+      : map_c_(map_c), ring_(sC + consumer * Config::kEpilogueBoxes * Config::kBoxBytes),
+        ring_addr_(smem_u32(ring_)), consumer_(consumer), leader_(leader) {}
+
+  // After the wgmmas of k-tile k_index of the next tile are issued: the pending tile's round that
+  // falls due there.
+  __device__ __forceinline__ void store_due_round(int k_index) {
+    if (pending_ && k_index % kStoreSpacing == 0) {
+      const int round = k_index / kStoreSpacing;
+      store_pending_rounds(round, round + 1);
+    }
+  }
+
+  // The pending tile's rounds that the next tile's k_tiles were too few to carry.
+  __device__ __forceinline__ void finish_pending(int k_tiles) {
+    if (pending_) {
+      store_pending_rounds((k_tiles + kStoreSpacing - 1) / kStoreSpacing, kPendingRounds);
+    }
+    pending_ = false;
+  }
+
+  // The consumer's rows [row0, row0 + 64) of the tile at (z, n0): d holds its sums (split-K: of
+  // the columns block `split` owns, after reduce_split).
+  __device__ __forceinline__ void store(const WgmmaParams& p, const float (&d)[Config::kAccumulators],
+                                        int z, int row0, int n0, uint32_t split) {
+    if constexpr (kSplitK > 1) {
+      // Sums of the owned columns (a 1/kSplitK share of the boxes), stored at once.
+      if (!p.tma_store) {
+        store_accumulators<Config, T, kPermuted, kSplitK>(p, d, z, row0, n0, split);
+      } else {
+        constexpr int kOwnedBoxes = Config::kBoxesPerTile / kSplitK;
+        pack_tile<T>(d, packed_);
+        // Unrolled over the owners so that packed_ is indexed with constants (as in
+        // store_pending_rounds).
+#pragma unroll
+        for (int owner = 0; owner < kSplitK; ++owner) {
+          if (owner != static_cast<int>(split)) continue;
+          store_round<Config, false, kOwnedBoxes>(
+              map_c_, ring_addr_, ring_, consumer_, leader_, owner, z, row0, n0,
+              [&](int box, uint32_t box_addr) {
+                fill_box_packed<Config>(packed_, box, box_addr);
+              });
+        }
+      }
+    } else if (!p.tma_store) {
+      store_accumulators<Config, T, kPermuted>(p, d, z, row0, n0);
+    } else if constexpr (!Config::kTf32) {
+      pack_tile<T>(d, packed_);
+      pending_z_ = z, pending_row0_ = row0, pending_n0_ = n0;
+      if constexpr (kDeferStores) {
+        pending_ = true;
+      } else {
+        store_pending_rounds(0, kPendingRounds);
+      }
+    } else if (p.c_transposed) {
+#pragma unroll
+      for (int round = 0; round < kRounds; ++round) {
+        store_round<Config, true>(map_c_, ring_addr_, ring_, consumer_, leader_, round, z, row0,
+                                  n0, [&](int box, uint32_t box_addr) {
+                                    fill_box_fp32_transposed<Config, kPermuted>(d, box, box_addr);
+                                  });
+      }
+    } else {
+#pragma unroll
+      for (int round = 0; round < kRounds; ++round) {
+        store_round<Config>(map_c_, ring_addr_, ring_, consumer_, leader_, round, z, row0, n0,
+                            [&](int box, uint32_t box_addr) {
+                              fill_box_fp32<Config, kPermuted>(d, box, box_addr);
+                            });
+      }
+    }
+  }
+
+  // After the last tile: its pending stores, and a wait until every store has read the shared
+  // memory it stores from; their writes need no wait (the grid's completion includes them, and
+  // waiting for them costs each block).
+  __device__ __forceinline__ void finish() {
+    if (pending_) store_pending_rounds(0, kPendingRounds);
+    if (leader_) bulk_wait_read<0>();
+  }
+
+ private:
+  // 16-bit C on 128×256 tiles leaves late: a tile is packed (rounded) into 64 registers at its
+  // end, and its rounds of TMA stores go out during the next tile's first k-tiles, while that
+  // tile's wgmmas run, instead of idling the tensor cores through the stores. The main loop keeps
+  // shared memory near its bandwidth (the wgmmas read most of it), so the stores go one box
+  // (kPendingRing) every kStoreSpacing k-tiles: more boxes a k-tile lengthened those k-tiles by
+  // more than they saved (benchmarks/NOTES.md). fp32 C (tf32) would need all 128 registers; on
+  // 64×256 tiles a block has one or two tiles, nothing to hide behind (deferred, they ran slower).
+  // Those leave at once, through the whole ring.
+  static constexpr bool kDeferStores = !Config::kTf32 && Config::kConsumers == 2;
+  static constexpr int kRounds = Config::kBoxesPerTile / Config::kEpilogueBoxes;
+  static constexpr int kPendingRing = kDeferStores ? 1 : Config::kEpilogueBoxes;
+  static constexpr int kPendingRounds = Config::kBoxesPerTile / kPendingRing;
+  static constexpr int kStoreSpacing = kDeferStores ? 2 : 1;
+
+  // Rounds [from, to) of the packed tile. The rounds are unrolled so that each indexes packed_
+  // with constants: a register array indexed at run time would live in local memory.
+  __device__ __forceinline__ void store_pending_rounds(int from, int to) {
+    if constexpr (!Config::kTf32) {
+#pragma unroll
+      for (int round = 0; round < kPendingRounds; ++round) {
+        if (round < from || round >= to) continue;
+        store_round<Config, false, kPendingRing>(
+            map_c_, ring_addr_, ring_, consumer_, leader_, round, pending_z_, pending_row0_,
+            pending_n0_, [&](int box, uint32_t box_addr) {
+              fill_box_packed<Config>(packed_, box, box_addr);
+            });
+      }
+    }
+  }
+
+  const CUtensorMap* map_c_;
+  const unsigned char* ring_;  // (kEpilogueBoxes, kBoxBytes): this consumer's boxes
+  uint32_t ring_addr_;
+  int consumer_;
+  bool leader_;
+  uint32_t packed_[Config::kTf32 ? 1 : Config::kAccumulators / 2];
+  bool pending_ = false;  // packed_ holds a tile not yet (all) stored
+  int pending_z_ = 0, pending_row0_ = 0, pending_n0_ = 0;
+};
 
 #endif  // TORCH_GEMM_SM90A_DEVICE
 

@@ -1,15 +1,24 @@
-// The Hopper kernel's mainloop: the consumers' accumulator layout, which the tf32 fragment loads
-// and the epilogue follow.
+// The Hopper kernel's mainloop: one producer thread copies A's and B's k-tiles into a ring of
+// shared-memory stages by TMA (multicasting B to a cluster's pair), and each consumer warpgroup
+// multiplies them with wgmma; every stage passes between them on a full and an empty mbarrier.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "kernels/numeric.cuh"
+#include "kernels/sm90/config.cuh"
 #include "kernels/sm90/ptx.cuh"
+#include "kernels/sm90/tile_scheduler.cuh"
 
 namespace torch_gemm {
 namespace sm90 {
+
+// tf32's A fragments from an MN-major tile load rows in accumulator_row's permuted order.
+template <typename Config, bool kKMajorA>
+constexpr bool kRowsPermuted = Config::kTf32 && !kKMajorA;
 
 #ifdef TORCH_GEMM_SM90A_DEVICE
 
@@ -33,6 +42,283 @@ __device__ __forceinline__ int accumulator_row(int warp, int lane, int half) {
     return warp * 16 + half * 8 + lane / 4;
   }
 }
+
+// The producer side: the copies of one stage, and the producer thread's loop over its walk.
+// kKMajorA / kKMajorB: whether A (M, K) and B (K, N) are K-major in memory, which decides the
+// boxes copied. kClusterM = 2: the pair's blocks compute vertically adjacent tiles and share B,
+// each copying half of it and multicasting that to both.
+template <typename Config, bool kKMajorA, bool kKMajorB, int kClusterM>
+struct Producer {
+  unsigned char* sA;  // (kStages, kStageBytesA)
+  unsigned char* sB;  // (kStages, kStageBytesB)
+  uint64_t* full;     // (kStages): the stage's bytes have landed
+  uint64_t* empty;    // (kStages): every consumer the stage reaches is done with it
+  const CUtensorMap* map_a;
+  const CUtensorMap* map_b;
+  uint32_t rank;      // the block's tile of the pair
+
+  static constexpr int kSliceN = Config::kBlockN / kClusterM;  // the part of B a block multicasts
+
+  // One stage's copies, counted on full[stage]: this block's A, and its slice of B multicast to
+  // the cluster, or (whole_b) all of B into this block alone.
+  __device__ __forceinline__ void issue_stage(int stage, int kt, int z, int m0, int n0,
+                                              bool whole_b) const {
+    constexpr uint32_t kStageBytes = Config::kStageBytesA + Config::kStageBytesB;
+    constexpr uint16_t kClusterMask = (1u << kClusterM) - 1;
+    mbarrier_expect_tx(&full[stage], kStageBytes);
+    unsigned char* a = sA + stage * Config::kStageBytesA;
+    unsigned char* b = sB + stage * Config::kStageBytesB;
+    const int k0 = kt * Config::kBlockK;
+    if constexpr (kKMajorA) {
+      tma_load(a, map_a, &full[stage], k0, m0, z);  // (kBlockM rows, one row of K)
+    } else {
+#pragma unroll
+      for (int j = 0; j < Config::kBlockM / Config::kMNBox; ++j) {  // (64 K rows, 64 M) each
+        tma_load(a + j * Config::kMNBoxBytes, map_a, &full[stage], m0 + j * Config::kMNBox, k0,
+                 z);
+      }
+    }
+    const bool multicast = kClusterM > 1 && !whole_b;
+#pragma unroll
+    for (int r = 0; r < kClusterM; ++r) {
+      if (!whole_b && r != static_cast<int>(rank)) continue;
+      const int slice = r * kSliceN;
+      if constexpr (kKMajorB) {
+        // (kSliceN rows, one row of K): rows slice .. slice + kSliceN of the (kBlockN, K) tile.
+        unsigned char* dst = b + slice * Config::kSwizzleBytes;
+        if (multicast) {
+          tma_load_multicast(dst, map_b, &full[stage], kClusterMask, k0, n0 + slice, z);
+        } else {
+          tma_load(dst, map_b, &full[stage], k0, n0 + slice, z);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kSliceN / Config::kMNBox; ++j) {  // (64 K rows, 64 N) each
+          const int box = slice / Config::kMNBox + j;
+          unsigned char* dst = b + box * Config::kMNBoxBytes;
+          if (multicast) {
+            tma_load_multicast(dst, map_b, &full[stage], kClusterMask, n0 + box * Config::kMNBox,
+                               k0, z);
+          } else {
+            tma_load(dst, map_b, &full[stage], n0 + box * Config::kMNBox, k0, z);
+          }
+        }
+      }
+    }
+  }
+
+  // The producer thread's loop: every k-tile of every unit of its walk, each into the next stage
+  // once the consumers have released it. The first unit (its origin first_z, first_m0, first_n0)
+  // comes from the kernel's prologue, which has issued its first `early` k-tiles.
+  template <typename Schedule>
+  __device__ __forceinline__ void run(const WgmmaParams& p, const Schedule& schedule,
+                                      TileWalk& walk, const WorkUnit& first_unit, bool have_first,
+                                      int early, int first_z, int first_m0, int first_n0) const {
+    constexpr int kStages = Config::kStages;
+    int stage = early;
+    uint32_t phase = 0;
+    if (stage == kStages) stage = 0, phase = 1;
+    int z = first_z, m0 = first_m0, n0 = first_n0;
+    WorkUnit unit = first_unit;
+    for (bool more = have_first, first = true; more; first = false) {
+      for (int kt = unit.k_begin + (first ? early : 0); kt < unit.k_end; ++kt) {
+        // Every consumer this stage's copies reach is done with it.
+        mbarrier_wait(&empty[stage], phase ^ 1);
+        issue_stage(stage, kt, z, m0, n0, false);
+        if (++stage == kStages) stage = 0, phase ^= 1;
+      }
+      // The next unit and its tile's origin, while this one's last copies land (past the last
+      // unit, unused).
+      more = walk.next(&unit);
+      schedule.origin(p, unit.turn, &z, &m0, &n0);
+    }
+    // The peer's consumers arrive on this block's empty barriers until their last k-tile, so the
+    // block stays until every stage's last release has come: then no arrival reaches it after
+    // it exits, and every multicast into it has landed (its consumers waited for them). This
+    // replaces a cluster barrier at the exit, whose release form costs a block more. It relies on
+    // both blocks of a pair walking the same units and k-tiles, the early ones included (both
+    // follow first_turn, turn_step, sk_turns and the whole of K): a schedule that differed by
+    // rank would need the barrier back.
+    if constexpr (kClusterM > 1) {
+      for (int s = 0; s < kStages; ++s) {
+        mbarrier_wait(&empty[stage], phase ^ 1);
+        if (++stage == kStages) stage = 0, phase ^= 1;
+      }
+    }
+  }
+};
+
+// One consumer warpgroup's side of the ring: it waits for each k-tile's stage, issues the
+// k-tile's wgmmas into the accumulators d (64 rows × kMmaN columns of the tile, kMmaN / 2 floats
+// a thread) and hands the stage back once those wgmmas have read it.
+template <typename T, typename Config, bool kKMajorA, bool kKMajorB, int kClusterM>
+class Consumer {
+ public:
+  static constexpr int kStages = Config::kStages, kBlockK = Config::kBlockK;
+  static constexpr bool kPermuted = kRowsPermuted<Config, kKMajorA>;
+
+  __device__ __forceinline__ Consumer(unsigned char* sA, unsigned char* sB, uint64_t* full,
+                                      uint64_t* empty, int consumer, bool leader)
+      : sA_(sA), sB_(sB), full_(full), empty_(empty), leader_(leader),
+        consumer_offset_a_(kKMajorA
+                               ? consumer * Config::kMmaM * Config::kSwizzleBytes
+                               : consumer * (Config::kMmaM / Config::kMNBox) * Config::kMNBoxBytes) {
+    // 16-bit operands: each wgmma's descriptors are stage 0's low words plus offsets. Computed
+    // once, and held in registers (the empty asm) so that the compiler does not redo the address
+    // arithmetic per wgmma, which made the k-loop execute markedly more instructions
+    // (benchmarks/NOTES.md).
+    desc_a0_ = smem_descriptor_low(sA_ + consumer_offset_a_, kLeadingA);
+    desc_b0_ = smem_descriptor_low(sB_, kLeadingB);
+    asm volatile("" : "+r"(desc_a0_), "+r"(desc_b0_));
+  }
+
+  // The unit's k-tiles into d, in order. prepare_next() runs once, under the first k-tile's
+  // wgmmas (at once for a split-K block's empty slice); each_k_tile(i) after k-tile i's wgmmas
+  // are issued (the epilogue's deferred stores). Returns with d complete and every stage the unit
+  // read released.
+  template <typename PrepareNext, typename EachKTile>
+  __device__ __forceinline__ void run(float (&d)[Config::kAccumulators], const WorkUnit& unit,
+                                      PrepareNext&& prepare_next, EachKTile&& each_k_tile) {
+    int previous = -1;
+    for (int kt = unit.k_begin; kt < unit.k_end; ++kt) {
+      mbarrier_wait(&full_[stage_], phase_);
+      if constexpr (Config::kTf32) {
+        const unsigned char* a = sA_ + stage_ * Config::kStageBytesA + consumer_offset_a_;
+        const unsigned char* b = sB_ + stage_ * Config::kStageBytesB;
+        // A passes through registers to be rounded to tf32 (B, K-major in shared memory, is
+        // read as the tensor cores find it, or was rounded where it was repacked). The
+        // fragments alternate between two register sets by k-tile parity, so one k-tile's
+        // loads proceed while the previous k-tile's wgmmas still read the other set.
+        if (kt % 2 == 0) {
+          tf32_k_tile(d, a, b, frag_even_);
+        } else {
+          tf32_k_tile(d, a, b, frag_odd_);
+        }
+      } else {
+        fence_accumulators(d);
+        wgmma_fence();
+        const uint32_t stage_a = desc_a0_ + stage_ * (Config::kStageBytesA >> 4);
+        const uint32_t stage_b = desc_b0_ + stage_ * (Config::kStageBytesB >> 4);
+#pragma unroll
+        for (int kk = 0; kk < kBlockK / Config::kMmaK; ++kk) {
+          wgmma_ss<T, kKMajorA ? 0 : 1, kKMajorB ? 0 : 1>(
+              d, kDescHigh | (stage_a + kk * (kStepA >> 4)),
+              kDescHigh | (stage_b + kk * (kStepB >> 4)), 1);
+        }
+        wgmma_commit();
+      }
+      if (kt == unit.k_begin) prepare_next();
+      each_k_tile(kt - unit.k_begin);
+      // The previous k-tile's wgmmas have finished reading their stage (and, for tf32, their
+      // fragments): hand it back. This k-tile's stay in flight while the next stage is awaited.
+      wgmma_wait<1>();
+      fence_accumulators(d);
+      keep_fragments();
+      if (previous >= 0) release(previous);
+      previous = stage_;
+      if (++stage_ == kStages) stage_ = 0, phase_ ^= 1;
+    }
+    if (unit.k_end == unit.k_begin) prepare_next();  // a split-K block's empty slice
+    wgmma_wait<0>();
+    fence_accumulators(d);
+    if (previous >= 0) release(previous);
+  }
+
+ private:
+  // Per wgmma: a K-major tile advances 32 bytes along its 128-byte rows, an MN-major one
+  // kMmaK rows of 128 bytes.
+  static constexpr uint32_t kStepA = kKMajorA ? Config::kMmaK * Config::kElementBytes
+                                              : Config::kMmaK * Config::kSwizzleBytes;
+  static constexpr uint32_t kStepB = kKMajorB ? Config::kMmaK * Config::kElementBytes
+                                              : Config::kMmaK * Config::kSwizzleBytes;
+  // The leading byte offset: unused by swizzled K-major tiles (16, the smallest encodable), the
+  // distance between 64-element boxes in MN-major ones.
+  static constexpr uint32_t kLeadingA = kKMajorA ? 16 : Config::kMNBoxBytes;
+  static constexpr uint32_t kLeadingB = kKMajorB ? 16 : Config::kMNBoxBytes;
+  static constexpr uint64_t kDescHigh = smem_descriptor_high(Config::kSwizzleAtomBytes);
+  // tf32: A's fragments of one k-tile (kBlockK / kMmaK wgmmas × 4 registers), in two sets.
+  static constexpr int kTf32Steps = Config::kTf32 ? kBlockK / Config::kMmaK : 1;
+
+  // Hands a stage back to every block whose producer writes into it.
+  __device__ __forceinline__ void release(int released) const {
+    if (!leader_) return;
+    if constexpr (kClusterM > 1) {
+#pragma unroll
+      for (uint32_t r = 0; r < kClusterM; ++r) mbarrier_arrive_cluster(&empty_[released], r);
+    } else {
+      mbarrier_arrive(&empty_[released]);
+    }
+  }
+
+  // Both fragment sets stay live through every k-tile (an empty asm reads them after each wait),
+  // so the compiler gives them separate registers and writes neither while wgmmas may read it:
+  // it cannot see that the wgmmas are asynchronous.
+  __device__ __forceinline__ void keep_fragments() const {
+    if constexpr (Config::kTf32) {
+#pragma unroll
+      for (int kk = 0; kk < kTf32Steps; ++kk) {
+        asm volatile("" ::"r"(frag_even_[kk][0]), "r"(frag_even_[kk][1]), "r"(frag_even_[kk][2]),
+                     "r"(frag_even_[kk][3]), "r"(frag_odd_[kk][0]), "r"(frag_odd_[kk][1]),
+                     "r"(frag_odd_[kk][2]), "r"(frag_odd_[kk][3]));
+      }
+    }
+  }
+
+  // One tf32 k-tile: A's fragments loaded into `frag` and rounded, then the wgmmas issued.
+  __device__ __forceinline__ void tf32_k_tile(float (&d)[Config::kAccumulators],
+                                              const unsigned char* a, const unsigned char* b,
+                                              uint32_t (&frag)[kTf32Steps][4]) {
+    if constexpr (Config::kTf32) {
+      const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
+#pragma unroll
+      for (int kk = 0; kk < kTf32Steps; ++kk) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          // Row m of the consumer's 64 (fragment i: wgmma's row l/4 + 8(i%2)), column k.
+          const uint32_t m = accumulator_row<kPermuted>(warp, lane, i % 2);
+          const uint32_t k = kk * 8 + lane % 4 + (i / 2) * 4;
+          // K-major: row m is 128 bytes of K, k in its 16-byte chunk k/4. MN-major: k is a
+          // 128-byte row of 32 rows of A in box m/32, m in its chunk m%32/4. Either way the
+          // chunk is XORed with the 128-byte row's index mod 8.
+          uint32_t offset;
+          if constexpr (kKMajorA) {
+            offset = m * Config::kSwizzleBytes + (((k / 4) ^ (m % 8)) << 4) + k % 4 * 4;
+          } else {
+            offset = m / Config::kMNBox * Config::kMNBoxBytes + k * Config::kSwizzleBytes +
+                     (((m % Config::kMNBox / 4) ^ (k % 8)) << 4) + m % 4 * 4;
+          }
+          float x;
+          asm volatile("ld.shared.f32 %0, [%1];"
+                       : "=f"(x)
+                       : "r"(smem_u32(a) + offset)
+                       : "memory");
+          frag[kk][i] = __float_as_uint(round_to_tf32(x));
+        }
+      }
+      fence_accumulators(d);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kTf32Steps; ++kk) {
+        const uint64_t desc_b =
+            smem_descriptor(b + kk * kStepB, kLeadingB, Config::kSwizzleAtomBytes);
+        wgmma_m64n256k8_tf32(d, frag[kk], desc_b, 1);
+      }
+      wgmma_commit();
+    }
+  }
+
+  unsigned char* sA_;
+  unsigned char* sB_;
+  uint64_t* full_;
+  uint64_t* empty_;
+  bool leader_;
+  // This consumer's 64 rows of A: 64 rows of 128 bytes (K-major), or 64 / kMNBox boxes (MN-major).
+  uint32_t consumer_offset_a_;
+  uint32_t desc_a0_ = 0, desc_b0_ = 0;
+  int stage_ = 0;
+  uint32_t phase_ = 0;
+  uint32_t frag_even_[kTf32Steps][4] = {}, frag_odd_[kTf32Steps][4] = {};
+};
 
 #endif  // TORCH_GEMM_SM90A_DEVICE
 

@@ -9,6 +9,7 @@
 
 #include "kernels/grid.cuh"
 #include "kernels/sm90/config.cuh"
+#include "kernels/sm90/ptx.cuh"
 
 namespace torch_gemm {
 namespace sm90 {
@@ -76,6 +77,57 @@ __device__ __forceinline__ void tile_origin(const WgmmaParams& p, int t, uint32_
   *m0 = (row * kClusterM + static_cast<int>(rank)) * Config::kBlockM;
   *n0 = col * Config::kBlockN;
 }
+
+#ifdef TORCH_GEMM_SM90A_DEVICE
+
+// One block's place in the persistent grid. Clusters of kClusterM × kSplitK blocks take turns
+// cluster, cluster + clusters, ... of the walk; rank is the block's tile of a pair along M, split
+// its slice of K (split-K: kSplitK blocks share each tile). Both blocks of a pair follow the same
+// walk, the early k-tiles included: the producer's exit relies on it (mainloop.cuh).
+template <typename Config, int kClusterM, int kSplitK, bool kStreamK>
+struct TileSchedule {
+  static constexpr int kClusterBlocks = kClusterM * kSplitK;
+  int turns;
+  uint32_t rank, split;
+  int first_turn, turn_step;
+  // This block's k-tiles of each tile: all, or its slice (maybe empty: its partials are zeros).
+  int all_k_tiles, k_begin, k_end;
+  int sk_turns;
+
+  __device__ __forceinline__ explicit TileSchedule(const WgmmaParams& p) {
+    turns = (p.tiles_m + kClusterM - 1) / kClusterM * p.tiles_n * p.batch;
+    const uint32_t cluster_ctarank = kClusterBlocks > 1 ? cluster_rank() : 0;
+    rank = kSplitK > 1 ? 0 : cluster_ctarank;
+    split = kSplitK > 1 ? cluster_ctarank : 0;
+    first_turn = static_cast<int>(blockIdx.x) / kClusterBlocks;
+    turn_step = static_cast<int>(gridDim.x) / kClusterBlocks;
+    all_k_tiles = (p.K + Config::kBlockK - 1) / Config::kBlockK;
+    const int slice_k_tiles = (all_k_tiles + kSplitK - 1) / kSplitK;
+    k_begin = min(static_cast<int>(split) * slice_k_tiles, all_k_tiles);
+    k_end = min(k_begin + slice_k_tiles, all_k_tiles);
+    // Only the stream-K kernel reads sk_turns: in the others every walk is whole turns, known so
+    // at compile time, and the walk's stream-K state takes no registers.
+    sk_turns = kStreamK ? p.sk_turns : 0;
+  }
+
+  // A fresh walk of this block's units (each role that needs them walks its own).
+  __device__ __forceinline__ TileWalk walk() const {
+    return TileWalk(first_turn, turn_step, turns, sk_turns, all_k_tiles, k_begin, k_end);
+  }
+
+  // (z, m0, n0) of this block's tile in turn t.
+  __device__ __forceinline__ void origin(const WgmmaParams& p, int t, int* z, int* m0,
+                                         int* n0) const {
+    tile_origin<Config, kClusterM>(p, t, rank, z, m0, n0);
+  }
+
+  // Stream-K's partial sums: the slot of this block's consumer under cluster `cluster`'s index.
+  __device__ __forceinline__ int partial_slot(int cluster, int consumer) const {
+    return (cluster * kClusterM + static_cast<int>(rank)) * Config::kConsumers + consumer;
+  }
+};
+
+#endif  // TORCH_GEMM_SM90A_DEVICE
 
 }  // namespace sm90
 }  // namespace torch_gemm
