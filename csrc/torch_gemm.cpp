@@ -1,8 +1,9 @@
 // Every schema of the gemm namespace, and the Python module stub (torch_gemm._C) that loads the
-// registrations and exposes the kernel table.
+// registrations and exposes the kernel table and the plans (ops/explain.cpp).
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include "ops/explain.h"
 #include "ops/kernel_registry.h"
 #ifdef TORCH_GEMM_WITH_CUDA
 #include "kernels/launch.h"
@@ -55,6 +56,7 @@ PYBIND11_MODULE(_C, m) {
 #endif
       },
       "Whether the CUDA kernels were compiled into this build.");
+  torch_gemm::bind_plans(m);
 #ifdef TORCH_GEMM_WITH_CUDA
   m.def(
       "multistage_plan",

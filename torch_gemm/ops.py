@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Optional, Union
 
 import functools
+import os
 
 import torch
 
@@ -78,6 +79,155 @@ def available_kernels(
             continue
         names.append(row["name"])
     return names
+
+
+# The environment variables wgmma_sm90's launcher reads once per process (TORCH_GEMM_WGMMA_*), as
+# sm90_plan's keyword arguments.
+_SM90_OVERRIDES = {"shape": "TORCH_GEMM_WGMMA_SHAPE", "cluster": "TORCH_GEMM_WGMMA_CLUSTER",
+                   "stream_k": "TORCH_GEMM_WGMMA_STREAM_K", "max_clusters": "TORCH_GEMM_WGMMA_MAX_CLUSTERS"}
+_CUDA_KERNEL_NAMES = ("naive", "smem16", "smem32", "regtile", "warptile", "multistage", "gemv", "mma_sm80", "wgmma_sm90")
+
+
+def _positive_int(fn: str, name: str, value, *, optional: bool) -> Optional[int]:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{fn}: {name} must be a positive int, got {value!r}")
+    return value
+
+
+def explain(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    kernel: str = "auto",
+    bias: Optional[torch.Tensor] = None,
+    row_sum: bool = False,
+    sm: Optional[int] = None,
+    sm_count: Optional[int] = None,
+    max_active_clusters: Optional[int] = None,
+    allow_tf32: Optional[bool] = None,
+) -> dict:
+    """Which kernel ``mm_tiled(a, b)`` (``bmm_tiled`` for 3-D tensors; with ``bias``, the product of
+    ``linear_tiled(a, b.mT, bias)``; with ``row_sum=True``, ``mm_tiled_row_sum``) would run, and,
+    for ``wgmma_sm90``, how: nothing is computed.
+
+    Args:
+        a, b: the operands, on a CUDA device, the CPU or the meta device; only their shapes,
+            strides, dtype and alignment are read.
+        kernel: ``"auto"`` (the rule the ops follow) or a kernel name.
+        sm, sm_count: the CUDA device to explain for: compute capability × 10 (90 for an
+            H100/H200) and its multiprocessors. Default: ``a``'s device where it is a CUDA device;
+            for CPU tensors without ``sm`` the CPU kernel; for meta tensors without ``sm`` no
+            kernel (``"kernel": None``).
+        max_active_clusters: pairs of blocks of wgmma_sm90 resident at once (the launcher asks
+            ``cudaOccupancyMaxActiveClusters``); default ``sm_count // 2``.
+        allow_tf32: default ``torch.backends.cuda.matmul.allow_tf32``, as the ops read it.
+
+    Returns:
+        ``{"kernel", "reason", "device", "sm", "sm_count", "dtype", "op", "M", "N", "K", "batch",
+        "plan"}``, ``op`` being the op the call stands for. ``plan`` is None except for
+        ``wgmma_sm90``, where it is ``torch_gemm._C.sm90_plan``'s answer: the tile, consumers,
+        cluster, split_k, stream_k (and stream_k_turns), each operand's ``k_major`` and
+        ``repack``, C's ``store`` (``"tma"``, ``"tma_transposed"`` or ``"registers"``),
+        ``transposed``, ``row_sum``, the tiles, turns, resident clusters, grid and workspace bytes,
+        and under ``"why"`` a sentence per decision. The environment's ``TORCH_GEMM_WGMMA_*``
+        overrides are read as the launcher reads them.
+    """
+    fn = "torch_gemm.explain"
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{fn}: {name} must be a tensor, got {type(t).__name__}")
+    if not isinstance(kernel, str):
+        raise TypeError(f"{fn}: kernel must be a str, got {type(kernel).__name__}")
+    if not isinstance(row_sum, bool):
+        raise TypeError(f"{fn}: row_sum must be a bool, got {type(row_sum).__name__}")
+    if a.dim() == 3 or b.dim() == 3:
+        op = "bmm_tiled"
+        _check_bmm_args(fn, a, b)
+        if bias is not None or row_sum:
+            raise ValueError(f"{fn}: bias and row_sum go with 2-D a and b (bmm_tiled takes neither)")
+        batch, M, K, N = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
+        b_sk = b.stride(1)
+    else:
+        op = "mm_tiled_row_sum" if row_sum else "linear_tiled" if bias is not None else "mm_tiled"
+        _check_mm_args(fn, a, b)
+        batch, (M, K), N = 1, a.shape, b.shape[1]
+        b_sk = b.stride(0)
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor):
+            raise TypeError(f"{fn}: bias must be a tensor or None, got {type(bias).__name__}")
+        if row_sum:
+            raise ValueError(f"{fn}: bias and row_sum=True together: no op takes both")
+        _check_pair(fn, a, "a", bias, "bias")
+        torch._check(bias.dim() == 1 and bias.shape[0] == N,
+                     lambda: f"{fn}: bias must be a 1-D tensor of N = {N} elements, got shape {list(bias.shape)}")
+    if sm is not None:
+        _positive_int(fn, "sm", sm, optional=False)
+        if sm_count is None:
+            raise ValueError(f"{fn}: sm={sm} needs sm_count, the device's number of multiprocessors")
+    sm_count = _positive_int(fn, "sm_count", sm_count, optional=True)
+    max_active_clusters = _positive_int(fn, "max_active_clusters", max_active_clusters, optional=True)
+    if allow_tf32 is None:
+        allow_tf32 = torch.backends.cuda.matmul.allow_tf32
+    dtype = a.dtype
+    answer = {"kernel": None, "reason": "", "device": a.device.type, "sm": sm, "sm_count": sm_count,
+              "dtype": dtype, "op": op, "M": M, "N": N, "K": K, "batch": batch, "plan": None}
+
+    if sm is None and a.device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(a.device)
+        sm = major * 10 + minor
+        if sm_count is None:
+            sm_count = torch.cuda.get_device_properties(a.device).multi_processor_count
+        answer.update(sm=sm, sm_count=sm_count)
+    if sm is None:
+        if a.device.type == "meta":
+            answer["reason"] = ("meta tensors run no kernel; pass sm= and sm_count= for what a CUDA "
+                                "device would run")
+            return answer
+        if kernel not in ("auto", "blocked"):
+            raise ValueError(f"{fn}: kernel '{kernel}' is not available for {a.device.type} tensors; "
+                             f"kernels for {a.device.type}: auto, blocked (pass sm= and sm_count= to "
+                             "explain a CUDA device)")
+        answer.update(kernel="blocked", reason="the CPU's kernel: packed blocks, a vectorized "
+                      "register-blocked micro-kernel, parallel over blocks of C")
+        return answer
+
+    answer["device"] = "cuda"
+    with_sm90a = bool(_C.built_with_sm90a()) if _C.built_with_cuda() else True
+    if kernel == "auto":
+        choice = _C.auto_kernel(M, N, K, dtype=_torch_dtype_name(dtype), sm=sm,
+                                b_stride_k=b_sk, allow_tf32=bool(allow_tf32), sm90a=with_sm90a)
+        answer.update(kernel=choice["kernel"], reason=choice["reason"])
+    else:
+        name = _ALIASES.get(kernel, kernel)
+        if name not in _CUDA_KERNEL_NAMES:
+            raise ValueError(f"{fn}: unknown kernel '{kernel}'; kernels for cuda: "
+                             + ", ".join(("auto",) + _CUDA_KERNEL_NAMES))
+        answer.update(kernel=name, reason=f"asked for by kernel='{kernel}'")
+    if answer["kernel"] == "wgmma_sm90":
+        if dtype not in (torch.bfloat16, torch.float16, torch.float32):
+            raise ValueError(f"{fn}: kernel 'wgmma_sm90' does not support dtype {_c10_name(dtype)} "
+                             "(it takes BFloat16, Half and Float as TF32)")
+        if sm != 90:
+            raise ValueError(f"{fn}: kernel 'wgmma_sm90' runs on compute capability 9.0 only, not "
+                             f"{sm // 10}.{sm % 10}")
+        env = {arg: os.environ.get(var) for arg, var in _SM90_OVERRIDES.items()}
+        answer["plan"] = _C.sm90_plan(
+            M, N, K, sm_count=sm_count, batch=batch, dtype=_torch_dtype_name(dtype),
+            a_strides=list(a.stride()), b_strides=list(b.stride()), a_address=_address(a),
+            b_address=_address(b), bias=bias is not None, row_sum=row_sum,
+            max_active_clusters=max_active_clusters, **env)
+    return answer
+
+
+def _torch_dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _address(t: torch.Tensor) -> int:
+    """Where t's first element is (for alignment); meta tensors have no storage: 0."""
+    return 0 if t.device.type == "meta" else t.data_ptr()
 
 
 def mm_tiled(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> torch.Tensor:
@@ -240,6 +390,20 @@ def _check_dim(op: str, t: torch.Tensor, name: str, dim: int) -> None:
     torch._check(t.dim() == dim, lambda: f"{op}: {name} must be a {dim}-D tensor, got a {t.dim()}-D tensor of shape {list(t.shape)}")
 
 
+def _check_bmm_args(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    _check_dim(op, a, "a", 3)
+    _check_dim(op, b, "b", 3)
+    torch._check(
+        a.shape[0] == b.shape[0],
+        lambda: f"{op}: batch sizes differ: a is {list(a.shape)} and b is {list(b.shape)} (a.size(0) must equal b.size(0))",
+    )
+    torch._check(
+        a.shape[2] == b.shape[1],
+        lambda: f"{op}: inner dimensions differ: a is {list(a.shape)} and b is {list(b.shape)} (a.size(2) must equal b.size(1))",
+    )
+    _check_pair(op, a, "a", b, "b")
+
+
 @torch.library.register_fake("gemm::mm_tiled")
 def _mm_tiled_fake(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> torch.Tensor:
     _check_mm_args("gemm::mm_tiled", a, b)
@@ -257,17 +421,7 @@ def _mm_tiled_row_sum_fake(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto
 @torch.library.register_fake("gemm::bmm_tiled")
 def _bmm_tiled_fake(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto") -> torch.Tensor:
     op = "gemm::bmm_tiled"
-    _check_dim(op, a, "a", 3)
-    _check_dim(op, b, "b", 3)
-    torch._check(
-        a.shape[0] == b.shape[0],
-        lambda: f"{op}: batch sizes differ: a is {list(a.shape)} and b is {list(b.shape)} (a.size(0) must equal b.size(0))",
-    )
-    torch._check(
-        a.shape[2] == b.shape[1],
-        lambda: f"{op}: inner dimensions differ: a is {list(a.shape)} and b is {list(b.shape)} (a.size(2) must equal b.size(1))",
-    )
-    _check_pair(op, a, "a", b, "b")
+    _check_bmm_args(op, a, b)
     _check_kernel_name(op, kernel, a.device, a.dtype)
     return a.new_empty((a.shape[0], a.shape[1], b.shape[2]))
 

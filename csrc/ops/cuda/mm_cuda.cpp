@@ -7,12 +7,11 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <limits>
 
 #include "kernels/grid.cuh"
 #include "kernels/launch.h"
+#include "ops/auto_kernel.h"
 #include "ops/kernel_registry.h"
 #include "ops/mm_common.h"
 
@@ -49,51 +48,12 @@ int current_sm() {
   return major * 10 + minor;
 }
 
-// kernel="auto": the fastest rung for dtype, architecture and shape, from the H200 measurements
-// in benchmarks/NOTES.md. fp32 on sm_80 and later: multistage, whose launcher picks its tile and
-// split-K by shape (1000^3: 28.8 TFLOP/s against warptile's 12.5; 16x4096x4096: 7.9 against
-// smem16's 2.75). Before sm_80 (no cp.async) the rule that held before multistage:
-// - min(M, N) <= 32 (decode): smem16, 3x warptile (2.75 vs 0.87 TFLOP/s at 16x4096x4096);
-// - under 48 output tiles: smem32 (7.15 vs 3.42 at 64x4096x4096, ~6.3 vs ~3.3 at 512^3), while
-//   from 64 tiles on warptile wins (13.6 vs 7.3 at 256x4096x4096, 12.4 vs 7.3 at 1000^3).
-// bf16/fp16: the tensor cores, wgmma on sm_90 (in builds with sm_90a code) at every shape, since
-// its launcher takes smaller tiles or splits K where its tiles are few (H200, bf16, against
-// mma_sm80: 4096^3 674 against 397 TFLOP/s; 16x4096x4096 21.9 against 12.7, 128x4096x14336 248
-// against 118, 777x555x3333 70.9 against 18.0, 1023x1025x1027 70 against 35.5), mma.sync on other
-// GPUs from sm_80.
-// fp32 where torch allows TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile
-// (there is no mma.sync tf32 rung to fall back to, and the CUDA cores ran 1024^3 at 28.8 TFLOP/s
-// against torch's 130); otherwise (decode shapes, other GPUs, TF32 not allowed) the CUDA cores.
-// fp64 (and 16-bit before sm_80): the 32x32 tile.
-std::string_view choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm) {
-  const DType dtype = p.dtype;
-  const int64_t M = p.M, N = p.N, K = p.K;
-  const bool sixteen_bit = dtype == DType::kBFloat16 || dtype == DType::kFloat16;
-  // Decode (a row or two against a linear's weight): the product is B's bytes, which gemv streams
-  // once at the memory's pace; a tile would be mostly empty rows.
-  const int64_t gemv_rows = sixteen_bit ? kGemvMaxRows16Bit : kGemvMaxRowsWide;
-  if (M <= gemv_rows && (p.b_stride_k == 1 || K <= 1)) return "gemv";
-  constexpr int kMultistageMinSm = 80;
-  constexpr int kMmaMinSm = 80;
-  constexpr int64_t kDecodeRows = 32;  // min(M, N) at or below which smem16 wins
-  constexpr int64_t kMinWarptileTiles = 48;
+// Whether this build has wgmma_sm90's sm_90a code (kernel="auto" picks it only then).
 #ifdef TORCH_GEMM_WITH_SM90A
-  constexpr int kWgmmaSm = 90;
-  // wgmma_sm90's launcher refuses extents beyond 32 bits: such shapes take the rungs below.
-  const bool wgmma_extents = std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
-  if (sm == kWgmmaSm && sixteen_bit && wgmma_extents) return "wgmma_sm90";
-  if (sm == kWgmmaSm && dtype == DType::kFloat32 && allow_tf32 && wgmma_extents &&
-      std::min(M, N) >= kWgmmaBlockM) {
-    return "wgmma_sm90";
-  }
+constexpr bool kWithSm90a = true;
+#else
+constexpr bool kWithSm90a = false;
 #endif
-  if (sixteen_bit) return sm >= kMmaMinSm ? "mma_sm80" : "smem32";
-  if (dtype != DType::kFloat32) return "smem32";
-  if (sm >= kMultistageMinSm) return "multistage";
-  if (std::min(M, N) <= kDecodeRows) return "smem16";
-  const int64_t tiles = ceil_div(M, kWarptileBlockM) * ceil_div(N, kWarptileBlockN);
-  return tiles < kMinWarptileTiles ? "smem32" : "warptile";
-}
 
 // An error that an earlier CUDA call left in this thread's last-error slot is not this op's: the
 // launchers read that slot after each <<<...>>> launch, and would report it as theirs. A
@@ -129,7 +89,7 @@ void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const
   const bool allow_tf32 = at::globalContext().allowTF32CuBLAS();
   const auto& entry = find_kernel(
       op, kCudaKernels, kernel,
-      choose_auto_kernel(params, allow_tf32, sm),
+      choose_auto_kernel(params, allow_tf32, sm, kWithSm90a).kernel,
       params.dtype, like.device(), [sm] { return sm; });
   TORCH_CHECK(!entry.float32_as_tf32 || params.dtype != DType::kFloat32 || allow_tf32, op,
               ": kernel '", kernel, "' multiplies float32 in TF32, which torch does not allow now; "

@@ -1,0 +1,79 @@
+// kernel="auto"'s rule (auto_kernel.h), from the measurements in benchmarks/NOTES.md.
+#include "ops/auto_kernel.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "kernels/tiles.h"
+
+namespace torch_gemm {
+namespace {
+
+constexpr int kMultistageMinSm = 80;  // cp.async
+constexpr int kMmaMinSm = 80;         // mma.sync for bf16/fp16
+constexpr int kWgmmaSm = 90;          // wgmma, TMA: sm_90a code runs on 9.0 only
+constexpr int64_t kDecodeRows = 32;   // min(M, N) at or below which smem16 wins before sm_80
+constexpr int64_t kMinWarptileTiles = 48;
+
+}  // namespace
+
+// Decode (a row or two against a linear's weight): gemv, which streams B once at the memory's
+// pace where a tile would be mostly empty rows. bf16/fp16: the tensor cores, wgmma on sm_90 at
+// every shape (its launcher takes smaller tiles or splits K where its tiles are few, and it beat
+// mma_sm80 at every measured shape), mma.sync on other GPUs from sm_80. fp32 where torch allows
+// TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile (there is no mma.sync
+// tf32 rung to fall back to, and the CUDA cores are several times slower); otherwise the CUDA
+// cores: multistage from sm_80 (its launcher picks tile and split-K by shape, and it beat the
+// older rungs everywhere); before it smem16 for decode shapes, smem32 for few tiles, else
+// warptile. fp64 (and 16-bit before sm_80): the 32x32 tile.
+AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool with_sm90a) {
+  const DType dtype = p.dtype;
+  const int64_t M = p.M, N = p.N, K = p.K;
+  const bool sixteen_bit = dtype == DType::kBFloat16 || dtype == DType::kFloat16;
+  const int64_t gemv_rows = sixteen_bit ? kGemvMaxRows16Bit : kGemvMaxRowsWide;
+  if (M <= gemv_rows && (p.b_stride_k == 1 || K <= 1)) return {"gemv", AutoRule::kGemv};
+  if (with_sm90a && sm == kWgmmaSm) {
+    // wgmma_sm90's launcher refuses extents beyond 32 bits: such shapes take the rungs below.
+    const bool wgmma_extents = std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
+    if (sixteen_bit && wgmma_extents) return {"wgmma_sm90", AutoRule::kWgmma};
+    if (dtype == DType::kFloat32 && allow_tf32 && wgmma_extents &&
+        std::min(M, N) >= kWgmmaBlockM) {
+      return {"wgmma_sm90", AutoRule::kWgmmaTf32};
+    }
+  }
+  if (sixteen_bit) {
+    return sm >= kMmaMinSm ? AutoChoice{"mma_sm80", AutoRule::kMmaSm80}
+                           : AutoChoice{"smem32", AutoRule::kNoTensorCores};
+  }
+  if (dtype != DType::kFloat32) return {"smem32", AutoRule::kFloat64};
+  if (sm >= kMultistageMinSm) return {"multistage", AutoRule::kMultistage};
+  if (std::min(M, N) <= kDecodeRows) return {"smem16", AutoRule::kDecode};
+  const int64_t tiles = ceil_div(M, kWarptileBlockM) * ceil_div(N, kWarptileBlockN);
+  return tiles < kMinWarptileTiles ? AutoChoice{"smem32", AutoRule::kFewTiles}
+                                   : AutoChoice{"warptile", AutoRule::kWarptile};
+}
+
+const char* describe_auto_choice(AutoRule rule) {
+  // By AutoRule.
+  static constexpr const char* kReasons[] = {
+      "decode: a row or two of A against a B with contiguous columns; gemv streams B once at the "
+      "memory's bandwidth, where a tile would be mostly empty rows",
+      "bf16/fp16 on compute capability 9.0: Hopper's wgmma at every shape (its plan takes smaller "
+      "tiles, split-K or stream-K where 128x256 tiles are few)",
+      "float32 with TF32 allowed on compute capability 9.0, M and N at least 128: wgmma in tf32",
+      "bf16/fp16 from compute capability 8.0 (without wgmma): the tensor cores through mma.sync",
+      "bf16/fp16 before compute capability 8.0 (no mma.sync): the 32x32 shared-memory tile",
+      "float64: the 32x32 shared-memory tile",
+      "float32 on the CUDA cores from compute capability 8.0 (TF32 not allowed, no wgmma, or M or "
+      "N under 128): multistage's cp.async ring",
+      "float32 before compute capability 8.0, min(M, N) <= 32: smem16",
+      "float32 before compute capability 8.0, fewer than 48 tiles of 128x128: smem32",
+      "float32 before compute capability 8.0, enough 128x128 tiles to fill the GPU: warptile",
+  };
+  static_assert(sizeof(kReasons) / sizeof(kReasons[0]) == static_cast<int>(AutoRule::kWarptile) + 1,
+                "a reason per rule");
+  return kReasons[static_cast<int>(rule)];
+}
+
+}  // namespace torch_gemm

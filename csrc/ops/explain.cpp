@@ -1,0 +1,201 @@
+// The plans behind kernel="auto" and wgmma_sm90 as Python functions of the torch_gemm._C module
+// (torch_gemm.explain calls them): pure functions of shapes and device facts, in every build.
+#include "ops/explain.h"
+
+#include <torch/extension.h>
+
+#include <climits>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/sm90/heuristics.h"
+#include "ops/auto_kernel.h"
+
+namespace torch_gemm {
+namespace {
+
+namespace py = pybind11;
+
+// A pointer with the address `address`: the plans only test pointers for alignment and null.
+const void* at_address(int64_t address) { return reinterpret_cast<const void*>(address); }
+// Where a pointer only needs to be non-null (a bias, row sums) or 16-byte aligned (C, which the
+// ops allocate).
+constexpr int64_t kAlignedAddress = 256;
+
+[[noreturn]] void fail(const char* fn, const std::string& what) {
+  throw py::value_error(std::string("torch_gemm._C.") + fn + ": " + what);
+}
+
+DType parse_dtype(const char* fn, const std::string& name) {
+  if (name == "bfloat16") return DType::kBFloat16;
+  if (name == "float16") return DType::kFloat16;
+  if (name == "float32") return DType::kFloat32;
+  if (name == "float64") return DType::kFloat64;
+  fail(fn, "dtype must be 'bfloat16', 'float16', 'float32' or 'float64', got '" + name + "'");
+}
+
+void check_extent(const char* fn, const char* arg, int64_t value) {
+  if (value < 0) fail(fn, std::string(arg) + " must be >= 0, got " + std::to_string(value));
+}
+
+// An operand's (outer, inner, batch) strides in elements from a tensor's stride() (2 or 3
+// entries, the batch's first), or dense in the given major order.
+struct Strides {
+  int64_t first, second, batch;
+};
+Strides operand_strides(const char* fn, const char* arg,
+                        const std::optional<std::vector<int64_t>>& given, int64_t rows,
+                        int64_t cols, int64_t batch, bool rows_contiguous) {
+  if (!given.has_value()) {
+    return rows_contiguous ? Strides{1, rows, rows * cols} : Strides{cols, 1, rows * cols};
+  }
+  const std::vector<int64_t>& s = *given;
+  if (s.size() == 2) return {s[0], s[1], batch > 1 ? rows * cols : 0};
+  if (s.size() == 3) return {s[1], s[2], s[0]};
+  fail(fn, std::string(arg) + " must hold 2 strides (or 3, the batch's first), as tensor.stride() "
+           "gives them, got " + std::to_string(s.size()));
+}
+
+py::dict describe_operand(const sm90::OperandPlan& op) {
+  py::dict d;
+  d["k_major"] = op.k_major;
+  d["repack"] = op.repack;
+  return d;
+}
+
+py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t batch,
+                   const std::string& dtype_name, bool a_k_major, bool b_k_major,
+                   const std::optional<std::vector<int64_t>>& a_strides,
+                   const std::optional<std::vector<int64_t>>& b_strides, int64_t a_address,
+                   int64_t b_address, bool bias, bool row_sum,
+                   std::optional<int64_t> max_active_clusters, const char* shape,
+                   const char* cluster, const char* stream_k, const char* max_clusters) {
+  const char* fn = "sm90_plan";
+  check_extent(fn, "M", M);
+  check_extent(fn, "N", N);
+  check_extent(fn, "K", K);
+  check_extent(fn, "batch", batch);
+  if (sm_count <= 0 || sm_count > INT_MAX) {
+    fail(fn, "sm_count must be the device's number of multiprocessors (> 0), got " +
+                 std::to_string(sm_count));
+  }
+  if (max_active_clusters.has_value() && *max_active_clusters <= 0) {
+    fail(fn, "max_active_clusters must be > 0 (or None: sm_count // 2), got " +
+                 std::to_string(*max_active_clusters));
+  }
+  const DType dtype = parse_dtype(fn, dtype_name);
+  if (dtype == DType::kFloat64) fail(fn, "wgmma_sm90 takes bfloat16, float16 and float32 (as tf32)");
+  if (row_sum && bias) fail(fn, "no op takes both a bias and row sums");
+
+  GemmParams p;
+  p.M = M, p.N = N, p.K = K, p.batch = batch, p.dtype = dtype;
+  const Strides a = operand_strides(fn, "a_strides", a_strides, M, K, batch, !a_k_major);
+  const Strides b = operand_strides(fn, "b_strides", b_strides, K, N, batch, b_k_major);
+  p.a = at_address(a_address), p.a_stride_m = a.first, p.a_stride_k = a.second;
+  p.a_stride_batch = a.batch;
+  p.b = at_address(b_address), p.b_stride_k = b.first, p.b_stride_n = b.second;
+  p.b_stride_batch = b.batch;
+  // C as the ops allocate it: contiguous, aligned.
+  p.c = const_cast<void*>(at_address(kAlignedAddress));
+  p.c_stride_m = N, p.c_stride_n = 1, p.c_stride_batch = M * N;
+  if (bias) p.bias = at_address(kAlignedAddress), p.bias_stride = 1;
+  if (row_sum && N > 0) p.row_sum = const_cast<void*>(at_address(kAlignedAddress));
+  p.sm_count = static_cast<int>(sm_count);
+
+  const sm90::Overrides o = sm90::parse_overrides(shape, cluster, stream_k, max_clusters);
+  py::dict d;
+  d["runs"] = M > 0 && N > 0 && batch > 0;
+  if (!(M > 0 && N > 0 && batch > 0)) {
+    d["refused"] = py::none();
+    py::dict why;
+    why["runs"] = "M, N or batch is 0: C is empty and no kernel runs";
+    d["why"] = why;
+    return d;
+  }
+  const sm90::Plan plan = sm90::plan_call(p, sm_count, o);
+  const int64_t resident = plan.shape.clusters ? max_active_clusters.value_or(sm_count / 2)
+                                               : sm_count;
+  const sm90::Grid grid = sm90::plan_grid(plan, resident, o);
+  const sm90::Reasons why = sm90::explain_plan(p, plan, grid, o);
+
+  d["refused"] = plan.fits_int ? py::object(py::none()) : py::object(py::str("extents past 32 bits"));
+  d["transposed"] = plan.transposed;
+  d["M"] = plan.problem.M, d["N"] = plan.problem.N, d["K"] = plan.problem.K, d["batch"] = batch;
+  d["tile"] = py::make_tuple(plan.shape.block_m(), plan.shape.block_n);
+  d["consumers"] = plan.shape.consumers;
+  d["cluster"] = plan.shape.cluster_m();
+  d["split_k"] = plan.shape.split_k;
+  d["stream_k"] = grid.sk_turns > 0;
+  d["stream_k_turns"] = grid.sk_turns;
+  d["a"] = describe_operand(plan.product.a);
+  d["b"] = describe_operand(plan.product.b);
+  d["store"] = plan.store_transposed ? "tma_transposed" : plan.tma_store ? "tma" : "registers";
+  d["row_sum"] = p.row_sum == nullptr ? py::object(py::none())
+                 : py::object(py::str(plan.product.row_sum.fused ? "fused" : "separate"));
+  d["tiles"] = plan.tiles_m * plan.tiles_n * batch;
+  d["turns"] = plan.turns;
+  d["resident"] = plan.shape.split_k > 1 ? py::object(py::none()) : py::object(py::int_(grid.slots));
+  d["grid"] = grid.blocks;
+  d["workspace_bytes"] = plan.product.workspace_bytes;
+  py::dict reasons;
+  for (const auto& [decision, sentence] : why) reasons[py::str(decision)] = sentence;
+  d["why"] = reasons;
+  return d;
+}
+
+py::dict auto_kernel(int64_t M, int64_t N, int64_t K, const std::string& dtype_name, int64_t sm,
+                     int64_t b_stride_k, bool allow_tf32, bool sm90a) {
+  const char* fn = "auto_kernel";
+  check_extent(fn, "M", M);
+  check_extent(fn, "N", N);
+  check_extent(fn, "K", K);
+  if (sm <= 0 || sm > 1000) {
+    fail(fn, "sm must be a compute capability times 10 (e.g. 90 for 9.0), got " +
+                 std::to_string(sm));
+  }
+  GemmParams p;
+  p.M = M, p.N = N, p.K = K, p.dtype = parse_dtype(fn, dtype_name), p.b_stride_k = b_stride_k;
+  const AutoChoice choice = choose_auto_kernel(p, allow_tf32, static_cast<int>(sm), sm90a);
+  py::dict d;
+  d["kernel"] = std::string(choice.kernel);
+  d["reason"] = describe_auto_choice(choice.rule);
+  return d;
+}
+
+}  // namespace
+
+void bind_plans(pybind11::module_& m) {
+  using namespace pybind11::literals;
+  m.def("sm90_plan", &sm90_plan, "M"_a, "N"_a, "K"_a, py::kw_only(), "sm_count"_a, "batch"_a = 1,
+        "dtype"_a = "bfloat16", "a_k_major"_a = true, "b_k_major"_a = true,
+        "a_strides"_a = py::none(), "b_strides"_a = py::none(), "a_address"_a = 0,
+        "b_address"_a = 0, "bias"_a = false, "row_sum"_a = false,
+        "max_active_clusters"_a = py::none(), "shape"_a = py::none(), "cluster"_a = py::none(),
+        "stream_k"_a = py::none(), "max_clusters"_a = py::none(),
+        "wgmma_sm90's plan of a product on a GPU of sm_count multiprocessors: how each operand "
+        "reaches the TMA, C's store, the tile, cluster, split-K, stream-K and grid, and why "
+        "(the dict's 'why'). a_strides / b_strides: the operands' tensor.stride() (default: dense, "
+        "K-major or not as a_k_major / b_k_major say); a_address / b_address: their data_ptr(), for "
+        "alignment; max_active_clusters: pairs of blocks resident at once (default sm_count // 2); "
+        "shape, cluster, stream_k, max_clusters: the values of TORCH_GEMM_WGMMA_SHAPE, _CLUSTER, "
+        "_STREAM_K and _MAX_CLUSTERS (None: unset).");
+  m.def("auto_kernel", &auto_kernel, "M"_a, "N"_a, "K"_a, py::kw_only(), "dtype"_a, "sm"_a,
+        "b_stride_k"_a = 1, "allow_tf32"_a = true, "sm90a"_a = true,
+        "The kernel kernel='auto' takes for CUDA tensors, and why: {'kernel', 'reason'}. sm: the "
+        "compute capability times 10; b_stride_k: B's stride along K (gemv wants contiguous "
+        "columns); sm90a: whether the build has wgmma_sm90's sm_90a code.");
+  m.def(
+      "built_with_sm90a",
+      [] {
+#ifdef TORCH_GEMM_WITH_SM90A
+        return true;
+#else
+        return false;
+#endif
+      },
+      "Whether wgmma_sm90's sm_90a code was compiled into this build.");
+}
+
+}  // namespace torch_gemm

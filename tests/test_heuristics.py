@@ -1,0 +1,370 @@
+"""wgmma_sm90's plan (csrc/kernels/sm90/heuristics.h) and kernel="auto"'s rule (csrc/ops/auto_kernel.h),
+checked on the CPU against the rules as docs/kernels.md states them, and torch_gemm.explain on CPU
+and meta tensors. No GPU: the plans are pure functions of shapes and device facts."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+import torch_gemm
+from torch_gemm import _C
+
+explain = getattr(torch_gemm, "explain", torch_gemm.ops.explain)
+
+SMS = 132  # an H100 SXM's or an H200's multiprocessors
+BF16, FP16, FP32 = "bfloat16", "float16", "float32"
+
+
+def plan(M, N, K, **kwargs):
+    kwargs.setdefault("sm_count", SMS)
+    return _C.sm90_plan(M, N, K, **kwargs)
+
+
+def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
+    """The plan is one of the kernels the launcher instantiates (launch_layout, run_config)."""
+    sixteen_bit = dtype != FP32
+    tile, split, cluster = tuple(p["tile"]), p["split_k"], p["cluster"]
+    assert tile in {(128, 256), (64, 256)} | ({(64, 128)} if sixteen_bit else set()), p
+    assert p["consumers"] == tile[0] // 64
+    assert split in (1, 2) and cluster in (1, 2)
+    if split == 2:
+        assert sixteen_bit and tile == (128, 256) and cluster == 1, p
+    if p["stream_k"]:
+        assert sixteen_bit and tile == (128, 256) and split == 1 and p["stream_k_turns"] > 0, p
+        assert p["stream_k_turns"] <= p["turns"]
+    if row_sum:
+        assert tile[1] == 256 and split == 1, p
+    if dtype == FP32:
+        assert p["b"]["k_major"], "tf32 wgmma reads B K-major only"
+    assert p["store"] in ("tma", "tma_transposed", "registers")
+    assert p["store"] != "tma_transposed" or p["transposed"]
+    tiles = math.ceil(p["M"] / tile[0]) * math.ceil(p["N"] / tile[1]) * p["batch"]
+    assert p["tiles"] == tiles
+    assert p["turns"] == math.ceil(math.ceil(p["M"] / tile[0]) / cluster) * math.ceil(p["N"] / tile[1]) * p["batch"]
+    assert 0 < p["grid"] and p["grid"] % (cluster * split) == 0
+    if split == 1:
+        assert p["grid"] <= p["resident"] * cluster and p["grid"] <= p["turns"] * cluster
+    else:
+        assert p["grid"] == p["turns"] * split
+    assert set(p["why"]) == {"transposed", "a", "b", "store", "tile", "cluster", "split_k", "stream_k",
+                             "row_sum", "grid"}
+    assert all(isinstance(v, str) and v for v in p["why"].values())
+
+
+# ---- The rules, one at a time.
+
+@pytest.mark.parametrize("dtype", [BF16, FP16])
+def test_few_tiles_take_64x128_tiles(dtype):
+    # 1000³: 32 tiles of 128×256 would leave most of 132 SMs idle; its 128 tiles of 64×128 fit in one wave.
+    p = plan(1000, 1000, 1000, dtype=dtype)
+    assert tuple(p["tile"]) == (64, 128) and p["split_k"] == 1 and not p["stream_k"]
+    assert "64x128" in p["why"]["tile"]
+
+
+def test_few_tiles_in_tf32_take_64x256_tiles():
+    p = plan(1000, 1000, 1000, dtype=FP32)
+    assert tuple(p["tile"]) == (64, 256) and p["split_k"] == 1
+
+
+def test_64x256_where_64x128_tiles_would_not_fit_in_a_wave():
+    # 256×8192×1024: 64 tiles of 128×256 (fewer than 66), 256 of 64×128 (more than 132), K too short
+    # (16 k-tiles) to split.
+    p = plan(256, 8192, 1024)
+    assert tuple(p["tile"]) == (64, 256) and p["split_k"] == 1
+
+
+def test_large_square_takes_paired_128x256_tiles():
+    p = plan(4096, 4096, 4096)
+    assert tuple(p["tile"]) == (128, 256) and p["consumers"] == 2
+    assert p["cluster"] == 2 and p["split_k"] == 1
+    assert p["store"] == "tma" and not p["a"]["repack"] and not p["b"]["repack"]
+
+
+def test_one_wave_of_wide_tiles_runs_unpaired():
+    # 2048³: 128 tiles of 128×256, one each for 132 SMs: a pair's start costs more than it saves.
+    p = plan(2048, 2048, 2048)
+    assert tuple(p["tile"]) == (128, 256) and p["cluster"] == 1
+    assert "one wave" in p["why"]["cluster"]
+
+
+def test_few_tiles_and_long_k_split_k():
+    # 512×4096×4096: 64 tiles of 128×256; split in two they fill 128 of 132 SMs in one wave.
+    p = plan(512, 4096, 4096)
+    assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 2 and p["cluster"] == 1
+    assert p["grid"] == 128
+
+
+@pytest.mark.parametrize("why, kwargs", [
+    ("short K", dict(M=512, N=4096, K=1024)),  # 16 k-tiles, fewer than 32
+    ("tf32", dict(M=512, N=4096, K=4096, dtype=FP32)),
+    ("row sums", dict(M=512, N=4096, K=4096, row_sum=True)),
+])
+def test_split_k_only_where_it_pays(why, kwargs):
+    M, N, K = kwargs.pop("M"), kwargs.pop("N"), kwargs.pop("K")
+    assert plan(M, N, K, **kwargs)["split_k"] == 1, why
+
+
+def test_stream_k_deals_a_mostly_idle_last_round():
+    # 8192×12288×4096: 1536 pairs' turns over 66 resident pairs leave 18 for a last round.
+    p = plan(8192, 12288, 4096, max_active_clusters=66)
+    assert p["stream_k"] and p["stream_k_turns"] == 18 and p["grid"] == 132
+    assert p["workspace_bytes"] > 0
+
+
+def test_stream_k_not_where_the_last_round_is_nearly_full():
+    # 4096³: 256 turns over 66: 58 in the last round, 8 clusters idle for 64 k-tiles: too little saved.
+    p = plan(4096, 4096, 4096, max_active_clusters=66)
+    assert not p["stream_k"] and "off" in p["why"]["stream_k"]
+
+
+def test_stream_k_mode_two_takes_one_round_more():
+    p = plan(8192, 12288, 4096, max_active_clusters=66, stream_k="2")
+    assert p["stream_k_turns"] == 18 + 66
+
+
+# ---- The environment's overrides, passed in explicitly.
+
+@pytest.mark.parametrize("shape, tile, split", [
+    ("1x1x128", (64, 128), 1), ("1x1", (64, 256), 1), ("2x1", (128, 256), 1), ("2x2", (128, 256), 2),
+    ("2x2x256", (128, 256), 2),
+])
+def test_forced_shape_is_respected(shape, tile, split):
+    for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:
+        p = plan(M, N, K, shape=shape)
+        assert (tuple(p["tile"]), p["split_k"]) == (tile, split), (M, N, K)
+        assert "TORCH_GEMM_WGMMA_SHAPE" in p["why"]["tile"]
+
+
+@pytest.mark.parametrize("shape", ["3x1", "1x2", "2x1x128", "1x1x64", "x", "", "2"])
+def test_invalid_forced_shape_is_ignored(shape):
+    for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:
+        p, q = plan(M, N, K, shape=shape), plan(M, N, K)
+        assert (p["tile"], p["split_k"], p["cluster"]) == (q["tile"], q["split_k"], q["cluster"])
+
+
+def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
+    assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="1x1x128")["tile"]) == (64, 256)
+    p = plan(4096, 4096, 4096, row_sum=True, shape="2x2")
+    assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 1
+
+
+def test_clusters_off():
+    p = plan(4096, 4096, 4096, cluster="1")
+    assert p["cluster"] == 1 and "TORCH_GEMM_WGMMA_CLUSTER" in p["why"]["cluster"]
+
+
+def test_stream_k_off():
+    assert not plan(8192, 12288, 4096, stream_k="0")["stream_k"]
+
+
+def test_max_clusters_caps_the_grid_and_forces_stream_k():
+    # As tests/test_mm.py's stream-K test runs it: 3 clusters resident, small products.
+    p = plan(1900, 2600, 300, max_clusters="3")
+    assert p["resident"] == 3 and p["stream_k"] and p["grid"] == 3 * p["cluster"]
+
+
+# ---- Operands, C's store, the transposed tf32 product.
+
+def test_misaligned_operand_is_repacked():
+    p = plan(4096, 4096, 4096, a_address=2)
+    assert p["a"]["repack"] and not p["b"]["repack"] and "aligned" in p["why"]["a"]
+    assert p["workspace_bytes"] >= 4096 * 4096 * 2
+
+
+def test_odd_leading_dimension_is_repacked_and_c_leaves_from_registers():
+    p = plan(4095, 4095, 4095)
+    assert p["a"]["repack"] and p["b"]["repack"] and p["store"] == "registers"
+
+
+@pytest.mark.parametrize("a_k_major, b_k_major", itertools.product([True, False], repeat=2))
+def test_16_bit_reads_every_layout_in_place(a_k_major, b_k_major):
+    p = plan(4096, 4096, 4096, a_k_major=a_k_major, b_k_major=b_k_major)
+    assert (p["a"]["k_major"], p["b"]["k_major"]) == (a_k_major, b_k_major)
+    assert not p["a"]["repack"] and not p["b"]["repack"] and not p["transposed"]
+
+
+def test_tf32_nn_runs_transposed_and_stores_transposed():
+    p = plan(4096, 4096, 4096, dtype=FP32, b_k_major=False)
+    assert p["transposed"] and p["store"] == "tma_transposed"
+    assert not p["a"]["repack"] and not p["b"]["repack"] and p["b"]["k_major"]
+
+
+def test_tf32_with_bias_does_not_transpose_but_repacks_b():
+    p = plan(4096, 4096, 4096, dtype=FP32, b_k_major=False, bias=True)
+    assert not p["transposed"] and p["b"]["repack"] and p["b"]["k_major"]
+
+
+@pytest.mark.parametrize("N, fused", [(4096, True), (1024, False)])
+def test_row_sums_fused_where_tile_columns_slice_k(N, fused):
+    p = plan(4096, N, 4096, row_sum=True)
+    assert p["row_sum"] == ("fused" if fused else "separate")
+
+
+def test_empty_product_runs_nothing():
+    for M, N, K, batch in [(0, 8, 8, 1), (8, 0, 8, 1), (8, 8, 8, 0)]:
+        p = plan(M, N, K, batch=batch)
+        assert not p["runs"] and p["why"]["runs"]
+
+
+def test_extents_past_32_bits_are_refused():
+    assert plan(2**31, 256, 64)["refused"] == "extents past 32 bits"
+
+
+# ---- Every plan is one the launcher supports.
+
+SHAPES = [(1, 1, 1), (16, 4096, 4096), (100, 100, 100), (256, 4096, 4096), (512, 4096, 4096),
+          (1000, 1000, 1000), (1023, 1025, 1027), (2048, 2048, 2048), (4095, 4095, 4095),
+          (4096, 4096, 4096), (8192, 12288, 4096), (8192, 4096, 14336), (777, 555, 3333), (64, 64, 65536)]
+
+
+@pytest.mark.parametrize("M, N, K", SHAPES)
+@pytest.mark.parametrize("dtype", [BF16, FP16, FP32])
+@pytest.mark.parametrize("sm_count", [132, 114, 78, 8])
+def test_every_plan_is_supported(M, N, K, dtype, sm_count):
+    layouts = itertools.product([True, False], repeat=2)
+    extras = [dict(), dict(bias=True), dict(row_sum=True), dict(batch=3)]
+    overrides = [dict(), dict(shape="1x1x128"), dict(shape="2x2"), dict(cluster="1"), dict(stream_k="2"),
+                 dict(max_clusters="5"), dict(stream_k="0", cluster="1")]
+    for (a_k, b_k), extra, override in itertools.product(layouts, extras, overrides):
+        p = plan(M, N, K, dtype=dtype, sm_count=sm_count, a_k_major=a_k, b_k_major=b_k, **extra, **override)
+        assert p["refused"] is None
+        assert_supported(p, dtype, row_sum=extra.get("row_sum", False))
+
+
+# ---- kernel="auto".
+
+@pytest.mark.parametrize("M, N, K, dtype, sm, allow_tf32, b_stride_k, expected", [
+    (4096, 4096, 4096, BF16, 90, True, 1, "wgmma_sm90"),
+    (16, 4096, 4096, FP16, 90, True, 1, "wgmma_sm90"),
+    (1, 4096, 4096, BF16, 90, True, 1, "gemv"),           # decode against a linear's weight
+    (1, 4096, 4096, BF16, 90, True, 4096, "wgmma_sm90"),  # B's columns not contiguous
+    (2, 4096, 4096, FP32, 80, False, 1, "gemv"),
+    (4096, 4096, 4096, BF16, 80, True, 1, "mma_sm80"),
+    (4096, 4096, 4096, BF16, 75, True, 1, "smem32"),
+    (4096, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),
+    (4096, 100, 4096, FP32, 90, True, 1, "multistage"),   # N under one 128-row tile
+    (4096, 4096, 4096, FP32, 90, False, 1, "multistage"),
+    (4096, 4096, 4096, FP32, 86, True, 1, "multistage"),
+    (16, 4096, 4096, FP32, 75, False, 1, "smem16"),
+    (512, 512, 512, FP32, 75, False, 1, "smem32"),
+    (4096, 4096, 4096, FP32, 75, False, 1, "warptile"),
+    (4096, 4096, 4096, "float64", 90, True, 1, "smem32"),
+])
+def test_auto_rule(M, N, K, dtype, sm, allow_tf32, b_stride_k, expected):
+    choice = _C.auto_kernel(M, N, K, dtype=dtype, sm=sm, allow_tf32=allow_tf32, b_stride_k=b_stride_k)
+    assert choice["kernel"] == expected and choice["reason"]
+
+
+def test_auto_rule_without_sm90a_code():
+    assert _C.auto_kernel(4096, 4096, 4096, dtype=BF16, sm=90, sm90a=False)["kernel"] == "mma_sm80"
+
+
+# ---- torch_gemm.explain on CPU and meta tensors.
+
+KEYS = {"kernel", "reason", "device", "sm", "sm_count", "dtype", "op", "M", "N", "K", "batch", "plan"}
+
+
+def test_explain_cpu_tensors_is_the_cpu_kernel():
+    a, b = torch.randn(64, 32), torch.randn(32, 16)
+    answer = explain(a, b)
+    assert set(answer) == KEYS and answer["kernel"] == "blocked" and answer["plan"] is None
+    assert (answer["M"], answer["N"], answer["K"], answer["device"]) == (64, 16, 32, "cpu")
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_explain_for_a_hopper_gpu(device, dtype):
+    a = torch.empty(4096, 1024, dtype=dtype, device=device)
+    w = torch.empty(2048, 1024, dtype=dtype, device=device)
+    answer = explain(a, w.t(), sm=90, sm_count=132)
+    assert set(answer) == KEYS and answer["kernel"] == "wgmma_sm90" and answer["device"] == "cuda"
+    p = answer["plan"]
+    assert_supported(p, str(dtype).removeprefix("torch."))
+    expected = plan(4096, 2048, 1024, dtype=str(dtype).removeprefix("torch."), b_k_major=True)
+    assert {k: v for k, v in p.items() if k != "why"} == {k: v for k, v in expected.items() if k != "why"}
+
+
+def test_explain_meta_tensors_without_a_device_runs_no_kernel():
+    a = torch.empty(8, 8, device="meta")
+    answer = explain(a, a)
+    assert set(answer) == KEYS and answer["kernel"] is None and "sm=" in answer["reason"]
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_explain_linear_bmm_and_row_sums(device):
+    x = torch.empty(1000, 512, dtype=torch.bfloat16, device=device)
+    w = torch.empty(768, 512, dtype=torch.bfloat16, device=device)
+    bias = torch.empty(768, dtype=torch.bfloat16, device=device)
+    linear = explain(x, w.t(), bias=bias, sm=90, sm_count=132)
+    assert linear["op"] == "linear_tiled" and linear["kernel"] == "wgmma_sm90"
+    assert_supported(linear["plan"], BF16)
+    summed = explain(x, w.t(), row_sum=True, sm=90, sm_count=132)
+    assert summed["op"] == "mm_tiled_row_sum" and summed["plan"]["row_sum"] in ("fused", "separate")
+    q, k = torch.empty(8, 256, 64, device=device, dtype=torch.float16), torch.empty(8, 256, 64, device=device, dtype=torch.float16)
+    batched = explain(q, k.transpose(1, 2), sm=90, sm_count=132)
+    assert batched["op"] == "bmm_tiled" and batched["batch"] == 8 and batched["plan"]["batch"] == 8
+    assert_supported(batched["plan"], FP16)
+
+
+def test_explain_other_gpus_and_dtypes():
+    a = torch.empty(4096, 4096, device="meta")
+    assert explain(a, a, sm=80, sm_count=108)["kernel"] == "multistage"
+    assert explain(a, a, sm=90, sm_count=132, allow_tf32=True)["kernel"] == "wgmma_sm90"
+    assert explain(a, a, sm=90, sm_count=132, allow_tf32=False)["kernel"] == "multistage"
+    h = a.to(torch.float16)
+    assert explain(h, h, sm=80, sm_count=108)["kernel"] == "mma_sm80"
+    assert explain(h, h, sm=90, sm_count=132, kernel="smem32")["kernel"] == "smem32"
+    assert explain(h, h, sm=90, sm_count=132, kernel="smem")["kernel"] == "smem32"
+
+
+# ---- Bad arguments name the function and the argument.
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(sm_count=0), ["sm90_plan", "sm_count"]),
+    (dict(sm_count=132, dtype="int8"), ["sm90_plan", "dtype"]),
+    (dict(sm_count=132, dtype="float64"), ["sm90_plan", "float32"]),
+    (dict(sm_count=132, a_strides=[1, 2, 3, 4]), ["sm90_plan", "a_strides"]),
+    (dict(sm_count=132, max_active_clusters=0), ["sm90_plan", "max_active_clusters"]),
+    (dict(sm_count=132, batch=-1), ["sm90_plan", "batch"]),
+    (dict(sm_count=132, bias=True, row_sum=True), ["sm90_plan", "bias"]),
+])
+def test_sm90_plan_bad_arguments(kwargs, words):
+    with pytest.raises(ValueError) as error:
+        _C.sm90_plan(64, 64, 64, **kwargs)
+    assert all(w in str(error.value) for w in words), str(error.value)
+
+
+def test_auto_kernel_bad_arguments():
+    with pytest.raises(ValueError, match="auto_kernel.*sm"):
+        _C.auto_kernel(8, 8, 8, dtype=BF16, sm=0)
+    with pytest.raises(ValueError, match="auto_kernel.*M"):
+        _C.auto_kernel(-1, 8, 8, dtype=BF16, sm=90)
+
+
+def test_explain_bad_arguments():
+    a = torch.empty(64, 64, device="meta", dtype=torch.bfloat16)
+    cases = [
+        (TypeError, "torch_gemm.explain: a must be a tensor", lambda: explain([1], a)),
+        (RuntimeError, "torch_gemm.explain: a must be a 2-D tensor", lambda: explain(a[0], a)),
+        (RuntimeError, "torch_gemm.explain: inner dimensions differ", lambda: explain(a, a[:3])),
+        (ValueError, "sm_count", lambda: explain(a, a, sm=90)),
+        (ValueError, "torch_gemm.explain: sm_count must be a positive int", lambda: explain(a, a, sm=90, sm_count=0)),
+        (ValueError, "torch_gemm.explain: sm must be a positive int", lambda: explain(a, a, sm=True, sm_count=4)),
+        (TypeError, "torch_gemm.explain: kernel must be a str", lambda: explain(a, a, kernel=3)),
+        (ValueError, "unknown kernel 'nope'", lambda: explain(a, a, kernel="nope", sm=90, sm_count=132)),
+        (ValueError, "kernel 'wgmma_sm90' runs on compute capability 9.0 only",
+         lambda: explain(a, a, kernel="wgmma_sm90", sm=80, sm_count=108)),
+        (ValueError, "does not support dtype Double",
+         lambda: explain(a.double(), a.double(), kernel="wgmma_sm90", sm=90, sm_count=132)),
+        (ValueError, "not available for cpu tensors", lambda: explain(torch.ones(4, 4), torch.ones(4, 4), kernel="wgmma_sm90")),
+        (RuntimeError, "torch_gemm.explain: bias must be a 1-D tensor", lambda: explain(a, a, bias=a, sm=90, sm_count=132)),
+        (ValueError, "row_sum", lambda: explain(a, a, bias=a[0], row_sum=True)),
+    ]
+    for error, words, call in cases:
+        with pytest.raises(error) as raised:
+            call()
+        assert words in str(raised.value), (words, str(raised.value))
