@@ -1,7 +1,6 @@
-// What a launcher returns: the CUDA error of the step that failed and which step that was, with
-// the values it was given, so that a failure can be read from the op's message alone. Each
-// failing runtime call's error is taken (cudaGetLastError) where it is reported, so that it is
-// never left behind for the next caller to read as its own. No torch headers here.
+// What a launcher returns: the CUDA error of the step that failed and which step, with its values,
+// so that a failure reads from the op's message alone; each failing call's error is taken from the
+// last-error slot where it is reported, never left for the next caller. No torch headers here.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,12 +1,6 @@
-// Rung 6, mma_sm80: multistage's cp.async ring feeding bf16/fp16 tensor cores (mma.sync, ldmatrix).
-// Measured on an H200: 397 TFLOP/s at 4096³ bf16 NN (cuBLAS via torch.mm 785, 0.51); 114 at 1000³ (169).
-//
-// The block computes with mma.sync m16n8k16 (fp32 accumulators), fed by ldmatrix from XOR-swizzled
-// stages. Each operand is staged in its own major order (no transposing copy): K-major tiles are
-// read with ldmatrix, MN-major ones with ldmatrix.trans, which hands every lane the same fragment.
-// Operands that cannot take 16-byte cp.async (odd leading dimension, unaligned base, other
-// strides) are loaded element by element through registers into the same swizzled layout. One
-// rounding to the output type, after the bias; no atomics, no split-K: deterministic.
+// Rung 6, mma_sm80: multistage's cp.async ring feeding bf16/fp16 tensor cores (mma.sync m16n8k16,
+// fp32 accumulators) through ldmatrix from XOR-swizzled stages: the tensor cores' throughput for
+// every GPU from sm_80, each operand staged in its own major order, no transposing copy.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -81,9 +75,9 @@ struct MmaSm80Config {
 };
 
 // 128×128×32 blocks of 2×2 warps of 64×64 (32 mma per 8 ldmatrix.x4 per k16 step), 4 stages of
-// 16 KB: two blocks per SM by registers (255 each) and shared memory (128 KB). On an H200 (bf16,
-// 4096³ and 8192³) 3 stages measured 11-20% slower, 5 and 6 stages 10-14% slower, 128×256 and
-// 256×128 blocks of 8 such warps 5-11% slower, 64-deep k-tiles (3 stages) 7-14% slower.
+// 16 KB: two blocks per SM by registers (255 each) and shared memory (128 KB). Of the variants
+// measured (3, 5 or 6 stages, 128×256 and 256×128 blocks of 8 such warps, 64-deep k-tiles), each
+// was slower on large products (benchmarks/NOTES.md).
 using MmaSm80DefaultConfig = MmaSm80Config<128, 128, 32, 2, 2, 4, 2>;
 // For shapes with few 128×128 tiles: 64×64×32 blocks of 2×2 warps of 32×32, 4 stages of 8 KB,
 // four times as many blocks, up to 4 per SM.
@@ -474,6 +468,10 @@ struct WarpMma {
   }
 };
 
+// K-major tiles are read with ldmatrix, MN-major ones with ldmatrix.trans, which hands every lane
+// the same fragment. Operands that cannot take 16-byte cp.async (odd leading dimension, unaligned
+// base, other strides) are loaded element by element through registers into the same swizzled
+// layout. One rounding to the output type, after the bias; no atomics, no split-K: deterministic.
 // One block per (kBlockM, kBlockN) tile of C (gridDim.x, then y; grouped for L2 reuse) and per
 // batch element (blockIdx.z). A k-tile's stage is written kStages - 1 k-tiles ahead of its reads:
 // cp.async operands copy straight in, register-staged operands load at one k-tile and store at

@@ -28,15 +28,9 @@ GemmParams normalized_params(GemmParams p) {
   return p;
 }
 
-using MNAsync = Sm80OperandLayout<Major::kMN, true>;
-using KAsync = Sm80OperandLayout<Major::kK, true>;
-using MNScalar = Sm80OperandLayout<Major::kMN, false>;
-using KScalar = Sm80OperandLayout<Major::kK, false>;
-
 // Whether the default tile leaves most SMs idle: fewer 128×128 tiles (over the whole batch) than
-// half the SMs. 64×64 tiles, four times as many blocks, then win (H200, bf16 NN): 1000³ 113
-// against 78 TFLOP/s, 128×4096×4096 97 against 65; at 128 tiles (512×4096×4096) the default
-// tile still wins, 256 against 247.
+// half the SMs. 64×64 tiles, four times as many blocks, then win; from about one tile per SM the
+// default tile wins again (benchmarks/NOTES.md).
 bool few_default_tiles(const GemmParams& p) {
   using Default = MmaSm80DefaultConfig;
   constexpr int64_t kSMsPerTile = 2;
@@ -59,35 +53,14 @@ LaunchStatus run_layouts(const GemmParams& p, cudaStream_t stream) {
   }
 }
 
-template <typename T, typename LayoutA>
-LaunchStatus dispatch_sm80_layout_b(OperandKind kind_b, const GemmParams& p, cudaStream_t stream) {
-  switch (kind_b) {
-    case OperandKind::kMNVec: return run_layouts<T, LayoutA, MNAsync>(p, stream);
-    case OperandKind::kKVec: return run_layouts<T, LayoutA, KAsync>(p, stream);
-    case OperandKind::kMNScalar: return run_layouts<T, LayoutA, MNScalar>(p, stream);
-    case OperandKind::kKScalar: return run_layouts<T, LayoutA, KScalar>(p, stream);
-  }
-  return refuse("unknown operand layout");
-}
-
-// Each operand's loader from classify_operand with 16-byte chunks of 16-bit elements: the
-// 16-byte cp.async (kMNVec, kKVec) or element loads.
+// The layouts' instantiation for the element type T (operand_tile.cuh's dispatch).
 template <typename T>
-LaunchStatus dispatch_layouts(const GemmParams& p, cudaStream_t stream) {
-  constexpr int64_t kChunk = Sm80Facts::kChunkElems;
-  const bool batched = p.batch > 1;
-  const OperandKind kind_a = classify_operand(p.a, p.M, p.K, p.a_stride_m, p.a_stride_k,
-                                              batched ? p.a_stride_batch : 0, kChunk);
-  const OperandKind kind_b = classify_operand(p.b, p.N, p.K, p.b_stride_n, p.b_stride_k,
-                                              batched ? p.b_stride_batch : 0, kChunk);
-  switch (kind_a) {
-    case OperandKind::kMNVec: return dispatch_sm80_layout_b<T, MNAsync>(kind_b, p, stream);
-    case OperandKind::kKVec: return dispatch_sm80_layout_b<T, KAsync>(kind_b, p, stream);
-    case OperandKind::kMNScalar: return dispatch_sm80_layout_b<T, MNScalar>(kind_b, p, stream);
-    case OperandKind::kKScalar: return dispatch_sm80_layout_b<T, KScalar>(kind_b, p, stream);
+struct Sm80Launch {
+  template <typename LayoutA, typename LayoutB>
+  static LaunchStatus run(const GemmParams& p, cudaStream_t stream) {
+    return run_layouts<T, LayoutA, LayoutB>(p, stream);
   }
-  return refuse("unknown operand layout");
-}
+};
 
 }  // namespace
 
@@ -98,8 +71,12 @@ LaunchStatus launch_gemm_mma_sm80(const GemmParams& params, cudaStream_t stream)
   }
   if (params.M == 0 || params.N == 0 || params.batch == 0) return {};  // empty C
   const GemmParams p = normalized_params(params);
-  return p.dtype == DType::kBFloat16 ? dispatch_layouts<__nv_bfloat16>(p, stream)
-                                     : dispatch_layouts<__half>(p, stream);
+  // Each operand's loader from classify_operand with 16-byte chunks of 16-bit elements: the
+  // 16-byte cp.async or element loads.
+  constexpr int64_t kChunk = Sm80Facts::kChunkElems;
+  return p.dtype == DType::kBFloat16
+             ? dispatch_operand_layouts<Sm80Launch<__nv_bfloat16>, Sm80OperandLayout>(p, stream, kChunk)
+             : dispatch_operand_layouts<Sm80Launch<__half>, Sm80OperandLayout>(p, stream, kChunk);
 }
 
 }  // namespace torch_gemm

@@ -1,10 +1,6 @@
-// Rung 5, multistage: warp tiles fed by a ring of kStages shared-memory stages filled by cp.async,
-// and split-K for few tiles. Measured on an H200: 46.1 TFLOP/s at 4096³ fp32 (cuBLAS 51.2, 0.90).
-//
-// Over warptile: the global → shared copy bypasses the registers (cp.async), so the registers
-// that staged the next k-tile hold a larger thread tile instead (16×8: 6 LDS.128 per 128 FFMA),
-// and kStages - 1 k-tiles are in flight while one is computed. Split-K sums its partial products
-// in a fixed order: deterministic.
+// Rung 5, multistage: over warptile, cp.async fills a ring of kStages shared-memory stages without
+// passing through registers, which then hold a larger thread tile (16×8: 6 LDS.128 per 128 FFMA)
+// while kStages - 1 k-tiles are in flight; split-K, summed in a fixed order, for few tiles.
 #pragma once
 
 #include <type_traits>
@@ -40,14 +36,14 @@ struct MultistageConfig : Tiling {
                 "pitch 4 (mod 32): conflict-free transposing copies, 16-byte aligned rows");
 };
 
-// The two configurations the rung launches, measured on an H200 (benchmarks/NOTES.md):
+// The two configurations the rung launches, chosen by measurement (benchmarks/NOTES.md):
 // - large: 128×256 blocks of 2×4 warps of 64×64, 16×8 outputs per thread, k-tiles of 16 in 3
-//   stages (75 KB), one block per SM at 255 registers: the fastest wherever the tiles fill the SMs
-//   (43.9 TFLOP/s at 4096³). Its lanes stay in the straightforward order: pairing them (see
-//   WarpTiling) halves its shared-load wavefronts but measured 4% slower.
+//   stages (75 KB), one block per SM at 255 registers: the fastest wherever the tiles fill the SMs.
+//   Its lanes stay in the straightforward order: pairing them (see WarpTiling) halves its
+//   shared-load wavefronts but ran slower.
 // - small: 64×64 blocks of 2×2 warps of 32×32, 8×4 per thread, 4 stages of 8, up to 4 blocks per
-//   SM, lanes paired (+7% over the straightforward order): for shapes with few output tiles,
-//   usually with split-K.
+//   SM, lanes paired (faster than the straightforward order here): for shapes with few output
+//   tiles, usually with split-K.
 using MultistageLargeConfig =
     MultistageConfig<WarpTiling<128, 256, 64, 64, 16, 8, /*kPairLanes=*/false>, 16, 3, 1>;
 using MultistageSmallConfig =
@@ -57,7 +53,7 @@ using MultistageSmallConfig =
 // one copies 4-byte elements, a K-major operand transposed on the way into sX[k][x]. A K-major
 // operand always takes the scalar walk, whose warp copies 8 consecutive k of 4 rows (4 whole
 // sectors per instruction): the float4 walk's 4 consecutive k of 16 rows (16 sectors each read
-// a quarter at a time) measured 43.7 against 46.3 TFLOP/s at 4096³.
+// a quarter at a time) was slower.
 template <typename Layout>
 using AsyncCopyLayout =
     std::conditional_t<Layout::kMajor == Major::kK, OperandLayout<Major::kK, 1>, Layout>;
@@ -257,10 +253,10 @@ inline int64_t splitk_workspace_bytes(const GemmParams& p, const SplitK& split) 
 // Which configuration and how many K splits a shape gets, given the GPU's SM count (tiles
 // counted over the batch; split-K only for an unbatched product):
 // - the large tile when its tiles fill at least kLargeMinFill of the SMs (2048³: 128 tiles on 132
-//   SMs, 42.8 TFLOP/s against 28.0 for the small tile);
+//   SMs: the large tile is much faster there);
 // - else the small tile, split in K until about kSmallBlocksPerSM blocks per SM exist (1000³: 256
-//   tiles, 2 splits, 26.8 against 23.4 unsplit; 64×4096×4096: 64 tiles, 8 splits, 24.9 against
-//   10.7 unsplit), each split keeping at least kMinKTilesPerSplit k-tiles.
+//   tiles, 2 splits; 64×4096×4096: 64 tiles, 8 splits), each split keeping at least
+//   kMinKTilesPerSplit k-tiles (benchmarks/NOTES.md has the measurements).
 struct MultistagePlan {
   bool large = true;
   SplitK split;

@@ -318,36 +318,42 @@ inline OperandKind classify_operand(const void* ptr, int64_t extent_x, int64_t e
                                                             : OperandKind::kMNScalar;
 }
 
-using MNMajorVec = OperandLayout<Major::kMN, HardwareConfig::kVecFloats>;
-using MNMajorScalar = OperandLayout<Major::kMN, 1>;
-using KMajorVec = OperandLayout<Major::kK, HardwareConfig::kVecFloats>;
-using KMajorScalar = OperandLayout<Major::kK, 1>;
+// The fp32 rungs' layouts by (major, float4 loads or not); other rungs pass their own family
+// (mma_sm80: 16-byte cp.async or element loads).
+template <Major kMajor, bool kVec>
+using Fp32Layout = OperandLayout<kMajor, kVec ? HardwareConfig::kVecFloats : 1>;
 
-template <typename Launch, typename LayoutA>
+template <typename Launch, template <Major, bool> class Layout, typename LayoutA>
 LaunchStatus dispatch_layout_b(OperandKind kind_b, const GemmParams& p, cudaStream_t stream) {
   switch (kind_b) {
-    case OperandKind::kMNVec: return Launch::template run<LayoutA, MNMajorVec>(p, stream);
-    case OperandKind::kMNScalar: return Launch::template run<LayoutA, MNMajorScalar>(p, stream);
-    case OperandKind::kKVec: return Launch::template run<LayoutA, KMajorVec>(p, stream);
-    case OperandKind::kKScalar: return Launch::template run<LayoutA, KMajorScalar>(p, stream);
+    case OperandKind::kMNVec: return Launch::template run<LayoutA, Layout<Major::kMN, true>>(p, stream);
+    case OperandKind::kMNScalar: return Launch::template run<LayoutA, Layout<Major::kMN, false>>(p, stream);
+    case OperandKind::kKVec: return Launch::template run<LayoutA, Layout<Major::kK, true>>(p, stream);
+    case OperandKind::kKScalar: return Launch::template run<LayoutA, Layout<Major::kK, false>>(p, stream);
   }
   return refuse("unknown operand layout");
 }
 
-// Runs Launch::run<LayoutA, LayoutB>(p, stream) with the layouts that fit A's and B's strides
-// and alignment: all four NN/NT/TN/TT layouts without copies, anything else through scalar loads.
-template <typename Launch>
-LaunchStatus dispatch_operand_layouts(const GemmParams& p, cudaStream_t stream) {
+// Runs Launch::run<LayoutA, LayoutB>(p, stream) with the layouts of the family Layout that fit
+// A's and B's strides and alignment for vectors of kVec elements (16 bytes): all four
+// NN/NT/TN/TT layouts without copies, anything else through element loads.
+template <typename Launch, template <Major, bool> class Layout = Fp32Layout>
+LaunchStatus dispatch_operand_layouts(const GemmParams& p, cudaStream_t stream,
+                                      int64_t kVec = HardwareConfig::kVecFloats) {
   const bool batched = p.batch > 1;
-  const OperandKind kind_a =
-      classify_operand(p.a, p.M, p.K, p.a_stride_m, p.a_stride_k, batched ? p.a_stride_batch : 0);
-  const OperandKind kind_b =
-      classify_operand(p.b, p.N, p.K, p.b_stride_n, p.b_stride_k, batched ? p.b_stride_batch : 0);
+  const OperandKind kind_a = classify_operand(p.a, p.M, p.K, p.a_stride_m, p.a_stride_k,
+                                              batched ? p.a_stride_batch : 0, kVec);
+  const OperandKind kind_b = classify_operand(p.b, p.N, p.K, p.b_stride_n, p.b_stride_k,
+                                              batched ? p.b_stride_batch : 0, kVec);
   switch (kind_a) {
-    case OperandKind::kMNVec: return dispatch_layout_b<Launch, MNMajorVec>(kind_b, p, stream);
-    case OperandKind::kMNScalar: return dispatch_layout_b<Launch, MNMajorScalar>(kind_b, p, stream);
-    case OperandKind::kKVec: return dispatch_layout_b<Launch, KMajorVec>(kind_b, p, stream);
-    case OperandKind::kKScalar: return dispatch_layout_b<Launch, KMajorScalar>(kind_b, p, stream);
+    case OperandKind::kMNVec:
+      return dispatch_layout_b<Launch, Layout, Layout<Major::kMN, true>>(kind_b, p, stream);
+    case OperandKind::kMNScalar:
+      return dispatch_layout_b<Launch, Layout, Layout<Major::kMN, false>>(kind_b, p, stream);
+    case OperandKind::kKVec:
+      return dispatch_layout_b<Launch, Layout, Layout<Major::kK, true>>(kind_b, p, stream);
+    case OperandKind::kKScalar:
+      return dispatch_layout_b<Launch, Layout, Layout<Major::kK, false>>(kind_b, p, stream);
   }
   return refuse("unknown operand layout");
 }

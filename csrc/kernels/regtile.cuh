@@ -1,8 +1,6 @@
-// Rung 3, regtile: 8×8 outputs per thread in registers, float4 loads, sA transposed (128×128×8).
-// Predicted ~33 TFLOP/s at 4096³ fp32; measured 35.0 on an H200 (cuBLAS 51.2, ratio 0.68).
-//
-// Each element a thread reads from shared memory feeds 8 FMAs (one in the smem rung); A is stored
-// transposed so that a thread's 8 values of A, like its 8 of B, are two LDS.128.
+// Rung 3, regtile: 8×8 outputs per thread in registers, float4 loads, sA transposed (128×128×8):
+// each element a thread reads from shared memory feeds 8 FMAs (one in the smem rung), and a
+// thread's 8 values of A, like its 8 of B, are two LDS.128.
 #pragma once
 
 #include "kernels/operand_tile.cuh"

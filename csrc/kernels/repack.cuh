@@ -1,7 +1,6 @@
-// Copies an operand that TMA cannot address (a stride that is not a multiple of 16 bytes, a
-// misaligned base, no unit stride), or one in a major order the kernel cannot read (tf32 wgmma
-// reads K-major tiles only), into a dense workspace whose rows are padded to 16 bytes, so that
-// the tensor-core rung reads it like any aligned operand.
+// Copies an operand that TMA cannot address (a stride not a multiple of 16 bytes, a misaligned
+// base, no unit stride), or in a major order the kernel cannot read (tf32 wgmma: K-major only),
+// into a dense workspace of 16-byte-padded rows, which wgmma_sm90 then reads like any other.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +38,7 @@ __device__ __forceinline__ T repacked(T x, bool round_tf32) {
 // chunk of a destination row in one store, from kVec reads that the warp's lanes make
 // consecutive; a block covers blockDim.x chunks of one row (grid-stride over such pieces), so a
 // row's (z, o) is divided out once per block, not per element (a 64-bit division per element
-// held the copy of a 4095² bf16 operand to 0.9 TB/s, 74 µs). The last chunk of a row fills its
+// held the copy far below the memory's bandwidth). The last chunk of a row fills its
 // padding up to ld with zeros (ld is a whole number of chunks).
 template <typename T>
 __global__ void repack_operand_kernel(RepackView v) {

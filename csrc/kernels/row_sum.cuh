@@ -1,8 +1,6 @@
-// A's rows summed over K for gemm::mm_tiled_row_sum (linear's db beside dW = gradᵀ·x), in
-// K-slices: warps sum each slice of a block of rows into fp32 partials, then one pass adds each
-// row's slices in a fixed order (deterministic, no atomics) and rounds once to the output type.
-// wgmma_sm90 runs the slice sums in its producer warpgroup's idle warps, tile column j taking
-// slice j of its rows, so they overlap the product; row_sum_slices_kernel runs them on its own.
+// A's rows summed over K for gemm::mm_tiled_row_sum (linear's db beside dW = gradᵀ·x): slices of K
+// summed into fp32 partials (by wgmma_sm90's idle producer warps, overlapping the product, or by
+// row_sum_slices_kernel), then added in a fixed order (deterministic) and rounded once.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -192,7 +190,7 @@ row_sum_slices_kernel(const RowSumView v, int row_blocks) {
 
 // row_sum_finish_kernel's block: kFinishRows rows, their slices split among kFinishGroups
 // groups of threads (each group's slices g, g + kFinishGroups, ...), so that each thread has
-// only a few loads to wait on: with one thread a row, 16 slices of 4096 rows took 13 µs.
+// only a few loads to wait on (one thread a row waited on every slice's load in turn).
 constexpr int kFinishRows = 32;
 constexpr int kFinishGroups = 8;
 constexpr int kFinishThreads = kFinishRows * kFinishGroups;

@@ -1,5 +1,5 @@
 // Rung 2, smem: each block stages a kTile×kTile tile of A and of B in shared memory, so every
-// element fetched from global memory is used kTile times. Measured 8.1 TFLOP/s fp32 at 2048³ (H200).
+// element fetched from global memory is used kTile times.
 #pragma once
 
 #include "kernels/grid.cuh"

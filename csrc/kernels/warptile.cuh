@@ -1,10 +1,6 @@
-// Rung 4, warptile: warp tiles, 2×(4×4) thread tiles (no bank conflicts), double buffering.
-// Predicted ~40 TFLOP/s at 4096³ fp32; measured 41.6 on an H200 (cuBLAS 51.2, ratio 0.81).
-//
-// Over regtile: the next k-tile's global loads are in flight while the current one is computed
-// and one barrier per k-tile replaces two; the fragments for kk + 1 are read from shared memory
-// while kk is computed; every LDS.128 is a single wavefront; tiles are rasterized in groups of
-// kGroupM tile rows for L2 reuse.
+// Rung 4, warptile: over regtile, warp tiles of 2×(4×4) thread tiles (every LDS.128 one wavefront),
+// the next k-tile's loads and the next fragments in flight while the current ones are computed
+// (one barrier per k-tile), tiles rasterized in groups of kGroupM tile rows for L2 reuse.
 #pragma once
 
 #include "kernels/launch.h"
@@ -13,8 +9,8 @@
 namespace torch_gemm {
 
 // 128×128 blocks of 4×2 warp tiles of 32×64, 8×8 outputs per thread as 2×2 sub-tiles of 4×4.
-// Lanes in the straightforward order (lane_n fastest), as measured for the record; multistage
-// pairs them (WarpTiling::kPairLanes).
+// Lanes in the straightforward order (lane_n fastest), the faster here; multistage pairs them
+// (WarpTiling::kPairLanes).
 struct WarptileConfig : WarpTiling<kWarptileBlockM, kWarptileBlockN, 32, 64, 8, 8, false> {
   // Depth of one k-tile. 16 would halve the barriers, but its prefetched k-tile needs 8 more
   // registers per thread and spills at the 128-register cap of kMinBlocksPerSM = 2.
