@@ -14,7 +14,9 @@ from torch_gemm import _C  # noqa: F401  (registers the gemm ops)
 from torch_gemm import nn  # noqa: F401  (torch_gemm.nn.Linear)
 from torch_gemm.build import build_info, describe_build, warn_if_cuda_kernels_missing
 from torch_gemm.nn import swap_linear, unswap_linear
-from torch_gemm.ops import available_kernels, bmm_tiled, kernel_table, linear_tiled, mm_tiled, mm_tiled_row_sum
+from torch_gemm.ops import (
+    available_kernels, bmm_tiled, explain, kernel_table, linear_tiled, mm_tiled, mm_tiled_row_sum,
+)
 from torch_gemm.version import __version__
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "build_info",
     "bmm_tiled",
     "describe_build",
+    "explain",
     "kernel_table",
     "linear_tiled",
     "mm_tiled",

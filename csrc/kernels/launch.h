@@ -37,6 +37,13 @@ MultistageChoice multistage_choice(int64_t M, int64_t N, int64_t K);
 // takes it up to kGemvMaxRows16Bit / kGemvMaxRowsWide rows (tiles.h).
 LaunchStatus launch_gemm_gemv(const GemmParams& params, cudaStream_t stream);
 
+// Decode on the tensor cores (mma.sync, sm_80+): a few tokens against a linear's weight streamed
+// once, Cᵀ = W·Aᵀ; K split across blocks where the columns are few, the partial sums in
+// gemm_decode_sm80_workspace_bytes of workspace. bf16/fp16 whose operands are contiguous 16-byte
+// vectors along K; other layouts (and dtypes) run on gemv.
+LaunchStatus launch_gemm_decode_sm80(const GemmParams& params, cudaStream_t stream);
+int64_t gemm_decode_sm80_workspace_bytes(const GemmParams& params);
+
 // Tensor cores (mma.sync, sm_80+): bf16 and fp16 only (refused for fp32 and fp64).
 LaunchStatus launch_gemm_mma_sm80(const GemmParams& params, cudaStream_t stream);
 

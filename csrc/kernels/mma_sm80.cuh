@@ -12,6 +12,7 @@
 
 #include "kernels/async_copy.cuh"
 #include "kernels/grid.cuh"
+#include "kernels/mma_sync.cuh"
 #include "kernels/numeric.cuh"
 #include "kernels/thread_tile.cuh"
 
@@ -288,27 +289,6 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                  : "r"(addr));
-  }
-}
-
-// D = A · B + D for one m16n8k16 tile: a (16, 16) row-major, b (16, 8) column-major, fp32 d.
-template <typename T>
-__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4],
-                                             const uint32_t (&b)[2]) {
-  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
-                "mma_sm80 takes bf16 and fp16");
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
 }
 

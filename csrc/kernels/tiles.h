@@ -25,5 +25,9 @@ constexpr int64_t kWgmmaSmallBlockN = 128;
 // two (benchmarks/NOTES.md).
 constexpr int64_t kGemvMaxRows16Bit = 1;
 constexpr int64_t kGemvMaxRowsWide = 2;
+// Rows of A (tokens) up to which kernel="auto" takes decode_sm80 for bf16/fp16 against a B with
+// contiguous columns, from sm_80: its token tiles hold 8 and 16 tokens at the weight's pace,
+// where wgmma's 64-row tiles and gemv's CUDA-core sums fell behind (benchmarks/NOTES.md).
+constexpr int64_t kDecodeMaxRows = 16;
 
 }  // namespace torch_gemm

@@ -19,7 +19,8 @@ constexpr int64_t kMinWarptileTiles = 48;
 }  // namespace
 
 // Decode (a row or two against a linear's weight): gemv, which streams B once at the memory's
-// pace where a tile would be mostly empty rows. bf16/fp16: the tensor cores, wgmma on sm_90 at
+// pace where a tile would be mostly empty rows; from 2 to 16 bf16/fp16 rows, from sm_80,
+// decode_sm80, whose mma.sync tiles take 8 tokens each at the same pace. bf16/fp16: the tensor cores, wgmma on sm_90 at
 // every shape (its launcher takes smaller tiles or splits K where its tiles are few, and it beat
 // mma_sm80 at every measured shape), mma.sync on other GPUs from sm_80. fp32 where torch allows
 // TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile (there is no mma.sync
@@ -33,6 +34,9 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
   const bool sixteen_bit = dtype == DType::kBFloat16 || dtype == DType::kFloat16;
   const int64_t gemv_rows = sixteen_bit ? kGemvMaxRows16Bit : kGemvMaxRowsWide;
   if (M <= gemv_rows && (p.b_stride_k == 1 || K <= 1)) return {"gemv", AutoRule::kGemv};
+  if (sixteen_bit && sm >= kMmaMinSm && M <= kDecodeMaxRows && p.b_stride_k == 1) {
+    return {"decode_sm80", AutoRule::kDecodeSm80};
+  }
   if (with_sm90a && sm == kWgmmaSm) {
     // wgmma_sm90's launcher refuses extents beyond 32 bits: such shapes take the rungs below.
     const bool wgmma_extents = std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
@@ -59,6 +63,9 @@ const char* describe_auto_choice(AutoRule rule) {
   static constexpr const char* kReasons[] = {
       "decode: a row or two of A against a B with contiguous columns; gemv streams B once at the "
       "memory's bandwidth, where a tile would be mostly empty rows",
+      "decode: 2 to 16 bf16/fp16 rows of A against a B with contiguous columns, from compute "
+      "capability 8.0: decode_sm80 streams B once through mma.sync, 16 of its columns by up to 8 "
+      "rows a tile",
       "bf16/fp16 on compute capability 9.0: Hopper's wgmma at every shape (its plan takes smaller "
       "tiles, split-K or stream-K where 128x256 tiles are few)",
       "float32 with TF32 allowed on compute capability 9.0, M and N at least 128: wgmma in tf32",

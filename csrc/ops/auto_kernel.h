@@ -10,8 +10,8 @@ namespace torch_gemm {
 
 // Which rule of the table chose the kernel (for explain's reason).
 enum class AutoRule {
-  kGemv, kWgmma, kWgmmaTf32, kMmaSm80, kNoTensorCores, kFloat64, kMultistage, kDecode, kFewTiles,
-  kWarptile
+  kGemv, kDecodeSm80, kWgmma, kWgmmaTf32, kMmaSm80, kNoTensorCores, kFloat64, kMultistage, kDecode,
+  kFewTiles, kWarptile
 };
 
 struct AutoChoice {

@@ -21,7 +21,7 @@ namespace {
 constexpr uint32_t kSixteenBit = dtype_bit(DType::kBFloat16) | dtype_bit(DType::kFloat16);
 
 // The ladder, in teaching order. A new rung adds one line here.
-const std::array<KernelEntry<GemmLaunchFn>, 9> kCudaKernels{{
+const std::array<KernelEntry<GemmLaunchFn>, 10> kCudaKernels{{
     {"naive", kAllDTypes, 0, &launch_gemm_naive, "one thread per output element, operands from global memory"},
     {"smem16", kAllDTypes, 0, &launch_gemm_smem16, "16x16 shared-memory tiles of A and B, one thread per output"},
     {"smem32", kAllDTypes, 0, &launch_gemm_smem32, "32x32 shared-memory tiles of A and B, one thread per output"},
@@ -29,6 +29,7 @@ const std::array<KernelEntry<GemmLaunchFn>, 9> kCudaKernels{{
     {"warptile", dtype_bit(DType::kFloat32), 0, &launch_gemm_warptile, "128x128x8 block of 32x64 warp tiles, double-buffered shared memory and register fragments"},
     {"multistage", dtype_bit(DType::kFloat32), 80, &launch_gemm_multistage, "warp tiles fed by a 3-4 stage cp.async ring; 128x256 tiles, or 64x64 with split-K when tiles are few", &gemm_multistage_workspace_bytes},
     {"gemv", kAllDTypes, 0, &launch_gemm_gemv, "decode: a few rows of A against B streamed once, warps splitting K of each column of B, 16-byte loads, shuffle reduction"},
+    {"decode_sm80", kSixteenBit, 80, &launch_gemm_decode_sm80, "decode on the tensor cores: the weight streamed once as mma.sync's 16-row operand, up to 8 tokens per 8-column tile, K split across warps and blocks, 16-byte loads", &gemm_decode_sm80_workspace_bytes},
     {"mma_sm80", kSixteenBit, 80, &launch_gemm_mma_sm80, "tensor cores through mma.sync m16n8k16, ldmatrix from swizzled shared memory, multi-stage cp.async"},
     {"wgmma_sm90", kSixteenBit | dtype_bit(DType::kFloat32), 90, &launch_gemm_wgmma_sm90,
      "Hopper wgmma (m64n256k16; float32 as tf32, m64n256k8, only where torch allows TF32) from 128B-swizzled shared memory filled by TMA on mbarriers, producer/consumer warpgroups on 128x256 tiles (64x256 where those would leave most SMs idle), persistent grid, epilogue through shared memory and TMA stores",
