@@ -240,11 +240,16 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
 @pytest.mark.parametrize("M, N, K, dtype, sm, allow_tf32, b_stride_k, expected", [
     (4096, 4096, 4096, BF16, 90, True, 1, "wgmma_sm90"),
     (16, 4096, 4096, FP16, 90, True, 1, "decode_sm80"),   # a few tokens against a linear's weight
-    (2, 1024, 4096, BF16, 80, True, 1, "decode_sm80"),
+    (4, 1024, 4096, BF16, 80, True, 1, "decode_sm80"),
     (17, 4096, 4096, BF16, 90, True, 1, "wgmma_sm90"),
     (16, 4096, 4096, FP16, 75, True, 1, "smem32"),        # no mma.sync before sm_80
     (16, 4096, 4096, FP16, 90, True, 4096, "wgmma_sm90"), # B's columns not contiguous
-    (1, 4096, 4096, BF16, 90, True, 1, "gemv"),           # one token
+    (1, 4096, 4096, BF16, 90, True, 1, "decode_sm80"),    # one token, a large weight
+    (1, 2048, 2048, BF16, 90, True, 1, "gemv"),           # one token, a small weight: one launch
+    (2, 1024, 4096, BF16, 90, True, 1, "gemv"),
+    (8, 512, 2048, FP16, 90, True, 1, "gemv"),
+    (4, 2048, 2048, BF16, 90, True, 1, "decode_sm80"),
+    (1, 4096, 4096, BF16, 75, True, 1, "gemv"),           # no mma.sync: one row on gemv
     (1, 4096, 4096, BF16, 90, True, 4096, "wgmma_sm90"),  # B's columns not contiguous
     (2, 4096, 4096, FP32, 80, False, 1, "gemv"),
     (4096, 4096, 4096, BF16, 80, True, 1, "mma_sm80"),

@@ -29,5 +29,12 @@ constexpr int64_t kGemvMaxRowsWide = 2;
 // contiguous columns, from sm_80: its token tiles hold 8 and 16 tokens at the weight's pace,
 // where wgmma's 64-row tiles and gemv's CUDA-core sums fell behind (benchmarks/NOTES.md).
 constexpr int64_t kDecodeMaxRows = 16;
+// Except on small weights, where one launch counts for more than the tensor cores: gemv keeps up
+// to `rows` rows of a weight of at most `elements` (N·K) elements; decode_sm80 would split K
+// across blocks and add a second kernel.
+struct GemvOverDecode {
+  int64_t rows, elements;
+};
+constexpr GemvOverDecode kGemvOverDecode[] = {{1, (int64_t{1} << 24) - 1}, {2, int64_t{1} << 22}, {8, int64_t{1} << 20}};
 
 }  // namespace torch_gemm

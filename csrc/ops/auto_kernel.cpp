@@ -18,9 +18,11 @@ constexpr int64_t kMinWarptileTiles = 48;
 
 }  // namespace
 
-// Decode (a row or two against a linear's weight): gemv, which streams B once at the memory's
-// pace where a tile would be mostly empty rows; from 2 to 16 bf16/fp16 rows, from sm_80,
-// decode_sm80, whose mma.sync tiles take 8 tokens each at the same pace. bf16/fp16: the tensor cores, wgmma on sm_90 at
+// Decode (a few rows against a linear's weight): bf16/fp16 up to 16 rows from sm_80 on
+// decode_sm80, whose mma.sync tiles take 8 tokens each at the weight's pace, but small weights
+// with few rows on gemv (one launch, no K split across blocks); fp32/fp64 up to two rows, and
+// one bf16/fp16 row before sm_80, on gemv, which streams B once where a tile would be mostly
+// empty rows. bf16/fp16: the tensor cores, wgmma on sm_90 at
 // every shape (its launcher takes smaller tiles or splits K where its tiles are few, and it beat
 // mma_sm80 at every measured shape), mma.sync on other GPUs from sm_80. fp32 where torch allows
 // TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile (there is no mma.sync
@@ -32,11 +34,15 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
   const DType dtype = p.dtype;
   const int64_t M = p.M, N = p.N, K = p.K;
   const bool sixteen_bit = dtype == DType::kBFloat16 || dtype == DType::kFloat16;
-  const int64_t gemv_rows = sixteen_bit ? kGemvMaxRows16Bit : kGemvMaxRowsWide;
-  if (M <= gemv_rows && (p.b_stride_k == 1 || K <= 1)) return {"gemv", AutoRule::kGemv};
-  if (sixteen_bit && sm >= kMmaMinSm && M <= kDecodeMaxRows && p.b_stride_k == 1) {
+  const bool weight_rows = p.b_stride_k == 1 || K <= 1;  // B's columns contiguous, as a linear's weight
+  if (sixteen_bit && weight_rows && M <= kDecodeMaxRows && sm >= kMmaMinSm) {
+    for (const GemvOverDecode& small : kGemvOverDecode) {
+      if (M <= small.rows && N * K <= small.elements) return {"gemv", AutoRule::kGemv};
+    }
     return {"decode_sm80", AutoRule::kDecodeSm80};
   }
+  const int64_t gemv_rows = sixteen_bit ? kGemvMaxRows16Bit : kGemvMaxRowsWide;
+  if (M <= gemv_rows && weight_rows) return {"gemv", AutoRule::kGemv};
   if (with_sm90a && sm == kWgmmaSm) {
     // wgmma_sm90's launcher refuses extents beyond 32 bits: such shapes take the rungs below.
     const bool wgmma_extents = std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
@@ -61,9 +67,10 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
 const char* describe_auto_choice(AutoRule rule) {
   // By AutoRule.
   static constexpr const char* kReasons[] = {
-      "decode: a row or two of A against a B with contiguous columns; gemv streams B once at the "
-      "memory's bandwidth, where a tile would be mostly empty rows",
-      "decode: 2 to 16 bf16/fp16 rows of A against a B with contiguous columns, from compute "
+      "decode: a few rows of A against a B with contiguous columns (for bf16/fp16 a small one, "
+      "see kGemvOverDecode); gemv streams B once at the memory's bandwidth in one launch, where a "
+      "tile would be mostly empty rows",
+      "decode: up to 16 bf16/fp16 rows of A against a B with contiguous columns, from compute "
       "capability 8.0: decode_sm80 streams B once through mma.sync, 16 of its columns by up to 8 "
       "rows a tile",
       "bf16/fp16 on compute capability 9.0: Hopper's wgmma at every shape (its plan takes smaller "
