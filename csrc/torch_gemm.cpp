@@ -9,12 +9,12 @@
 #include "kernels/launch.h"
 #endif
 
-// `kernel` is a positional argument with a default rather than keyword-only (DESIGN §2 sketches
-// `*, str kernel`): Inductor lowers a custom op through FallbackKernel.create(kernel, *args,
-// **kwargs), so an argument named `kernel` that arrives as a keyword collides with that parameter
-// and torch.compile fails. Positional, it arrives in args. For the same reason the ops are tagged
-// flexible_layout: the default layout constraint re-normalizes defaulted arguments into kwargs,
-// and the kernels take any strides anyway. The Python wrappers keep `kernel=` keyword-only.
+// `kernel` is a positional argument with a default rather than keyword-only (`*, str kernel`):
+// Inductor lowers a custom op through FallbackKernel.create(kernel, *args, **kwargs), so an
+// argument named `kernel` that arrives as a keyword collides with that parameter and torch.compile
+// fails. Positional, it arrives in args. For the same reason the ops are tagged flexible_layout:
+// the default layout constraint re-normalizes defaulted arguments into kwargs, and the kernels take
+// any strides anyway. The Python wrappers keep `kernel=` keyword-only.
 TORCH_LIBRARY(gemm, m) {
   m.def("mm_tiled(Tensor a, Tensor b, str kernel=\"auto\") -> Tensor", {at::Tag::flexible_layout});
   m.def("bmm_tiled(Tensor a, Tensor b, str kernel=\"auto\") -> Tensor", {at::Tag::flexible_layout});
