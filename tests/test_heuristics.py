@@ -30,9 +30,10 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     tile, split, cluster = tuple(p["tile"]), p["split_k"], p["cluster"]
     assert tile in {(128, 256), (64, 256)} | ({(64, 128)} if sixteen_bit else set()), p
     assert p["consumers"] == tile[0] // 64
-    assert split in (1, 2) and cluster in (1, 2)
-    if split == 2:
-        assert sixteen_bit and tile == (128, 256) and cluster == 1, p
+    assert split in (1, 2, 4, 8) and cluster in (1, 2)
+    if split > 1:
+        assert sixteen_bit and cluster == 1, p
+        assert tile == (64, 128) or (tile == (128, 256) and split == 2), p
     if p["stream_k"]:
         assert sixteen_bit and tile == (128, 256) and split == 1 and p["stream_k_turns"] > 0, p
         assert p["stream_k_turns"] <= p["turns"]
@@ -63,6 +64,41 @@ def test_few_tiles_take_64x128_tiles(dtype):
     p = plan(1000, 1000, 1000, dtype=dtype)
     assert tuple(p["tile"]) == (64, 128) and p["split_k"] == 1 and not p["stream_k"]
     assert "64x128" in p["why"]["tile"]
+
+
+# Resident clusters counted on for 132 SMs: 66 pairs, 28 of 4, 14 of 8 (7/8 of 132 / size); at
+# least 16 k-tiles a slice.
+@pytest.mark.parametrize("M, N, K, split", [
+    (32, 4096, 4096, 2),    # 32 tiles of 64x128: more than 28 clusters of 4
+    (64, 4096, 14336, 2),
+    (128, 4096, 4096, 2),   # 64 tiles
+    (16, 2048, 8192, 4),    # 16 tiles: more than 14 clusters of 8
+    (16, 2048, 2048, 2),    # 32 k-tiles: 16 a slice at most
+    (64, 1024, 4096, 4),    # 8 tiles, 64 k-tiles
+    (64, 1024, 8192, 8),    # 8 tiles: at most 8 slices (a cluster)
+    (64, 2560, 2560, 2),    # 20 tiles, 40 k-tiles
+    (64, 5120, 5120, 2),    # 40 tiles
+])
+def test_few_64x128_tiles_split_k(M, N, K, split):
+    p = plan(M, N, K)
+    assert tuple(p["tile"]) == (64, 128) and p["split_k"] == split and p["cluster"] == 1
+    assert p["grid"] == p["tiles"] * split <= SMS
+    assert f"{split} slices of K" in p["why"]["split_k"]
+    assert_supported(p, BF16)
+
+
+@pytest.mark.parametrize("why, M, N, K", [
+    ("half the SMs busy", 256, 4096, 4096),  # 128 tiles of 64x128
+    ("short K", 64, 4096, 1984),              # 31 k-tiles: fewer than 16 a slice in two
+])
+def test_64x128_tiles_unsplit(why, M, N, K):
+    p = plan(M, N, K)
+    assert tuple(p["tile"]) == (64, 128) and p["split_k"] == 1, why
+
+
+def test_short_k_splits_less():
+    # 64×1024×2048: 32 k-tiles allow 2 slices of 16, not the 8 slices the 8 tiles would take.
+    assert plan(64, 1024, 2048)["split_k"] == 2
 
 
 def test_few_tiles_in_tf32_take_64x256_tiles():
@@ -130,7 +166,8 @@ def test_stream_k_mode_two_takes_one_round_more():
 
 @pytest.mark.parametrize("shape, tile, split", [
     ("1x1x128", (64, 128), 1), ("1x1", (64, 256), 1), ("2x1", (128, 256), 1), ("2x2", (128, 256), 2),
-    ("2x2x256", (128, 256), 2),
+    ("2x2x256", (128, 256), 2), ("1x2x128", (64, 128), 2), ("1x4x128", (64, 128), 4),
+    ("1x8x128", (64, 128), 8),
 ])
 def test_forced_shape_is_respected(shape, tile, split):
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:
@@ -139,7 +176,8 @@ def test_forced_shape_is_respected(shape, tile, split):
         assert "TORCH_GEMM_WGMMA_SHAPE" in p["why"]["tile"]
 
 
-@pytest.mark.parametrize("shape", ["3x1", "1x2", "2x1x128", "1x1x64", "x", "", "2"])
+@pytest.mark.parametrize("shape", ["3x1", "1x2", "2x1x128", "1x1x64", "x", "", "2", "1x3x128", "1x16x128",
+                                   "2x4"])
 def test_invalid_forced_shape_is_ignored(shape):
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:
         p, q = plan(M, N, K, shape=shape), plan(M, N, K)
@@ -248,7 +286,10 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (1, 2048, 2048, BF16, 90, True, 1, "gemv"),           # one token, a small weight: one launch
     (2, 1024, 4096, BF16, 90, True, 1, "gemv"),
     (8, 512, 2048, FP16, 90, True, 1, "gemv"),
-    (4, 2048, 2048, BF16, 90, True, 1, "decode_sm80"),
+    (4, 2048, 2048, BF16, 90, True, 1, "wgmma_sm90"),     # decode_sm80 would split K across blocks
+    (4, 2048, 2048, BF16, 80, True, 1, "decode_sm80"),    # no wgmma: the split decode
+    (8, 28672, 8192, BF16, 90, True, 1, "decode_sm80"),   # 1792 blocks fill 264 slots without a split
+    (16, 5120, 5120, FP16, 90, True, 1, "wgmma_sm90"),
     (1, 4096, 4096, BF16, 75, True, 1, "gemv"),           # no mma.sync: one row on gemv
     (1, 4096, 4096, BF16, 90, True, 4096, "wgmma_sm90"),  # B's columns not contiguous
     (2, 4096, 4096, FP32, 80, False, 1, "gemv"),
@@ -266,6 +307,15 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
 def test_auto_rule(M, N, K, dtype, sm, allow_tf32, b_stride_k, expected):
     choice = _C.auto_kernel(M, N, K, dtype=dtype, sm=sm, allow_tf32=allow_tf32, b_stride_k=b_stride_k)
     assert choice["kernel"] == expected and choice["reason"]
+
+
+def test_auto_decode_on_sm90_follows_decode_sm80s_split():
+    # 4096 columns: 256 blocks of 16 fill 2 x 132 slots, no split; 5120: 320 blocks, split in K.
+    assert _C.auto_kernel(8, 4096, 4096, dtype=BF16, sm=90, sm_count=132)["kernel"] == "decode_sm80"
+    assert _C.auto_kernel(8, 5120, 5120, dtype=BF16, sm=90, sm_count=132)["kernel"] == "wgmma_sm90"
+    assert "second kernel" in _C.auto_kernel(8, 5120, 5120, dtype=BF16, sm=90, sm_count=132)["reason"]
+    with pytest.raises(ValueError, match="sm_count"):
+        _C.auto_kernel(8, 8, 8, dtype=BF16, sm=90, sm_count=0)
 
 
 def test_auto_rule_without_sm90a_code():

@@ -206,6 +206,24 @@ WGMMA_SPLIT_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 384, 102
                       (1, 700, 1800, 4099)]
 
 
+# wgmma_sm90 splits each 64×128 tile along K in 2, 4 or 8 slices (a cluster) where even those tiles
+# leave half the SMs idle: few rows against a weight. On a 132-SM H100/H200: 32 and 64 tiles in
+# 2 slices (TMA stores of whole boxes), one with C rows of 2001 elements and a last slice shorter
+# (47 k-tiles); 8 tiles in 4 (owned columns narrower than an epilogue box: stored from
+# registers) with a prime K (65 k-tiles: the last slice 17); 8 tiles in 8, one with C rows of
+# 1001 elements; batched; two tile rows, the second ragged.
+WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 4096), (1, 128, 4096, 2048), (1, 16, 2048, 2048),
+                            (1, 50, 2001, 3000), (1, 64, 1000, 4099), (1, 20, 1000, 8200),
+                            (1, 30, 1001, 9001), (3, 40, 1024, 4096), (1, 100, 2048, 3000)]
+
+
+def test_small_split_shapes_take_their_path():
+    """The shapes above reach the split 64×128 tiles on 132 SMs (the plan is CPU code)."""
+    for batch, M, N, K in WGMMA_SMALL_SPLIT_SHAPES:
+        p = torch_gemm._C.sm90_plan(M, N, K, batch=batch, sm_count=132)
+        assert tuple(p["tile"]) == (64, 128) and p["split_k"] > 1, (batch, M, N, K, p["why"])
+
+
 # wgmma_sm90 deals the turns of a last, partial round of its 128×256 tile pairs out to every
 # cluster as k-tiles (stream-K), where that saves enough: a cluster without a tile's last k-tiles
 # leaves its sums in the workspace for the one with them. On a 132-SM H100/H200 (66 pairs
@@ -221,6 +239,7 @@ WGMMA_STREAM_K_SHAPES = [(1, 2048, 4352, 4096), (1, 2100, 4000, 2600), (1, 2200,
 WGMMA_SIXTEEN_BIT_PATHS = {
     "small_tiles": (WGMMA_SMALL_SHAPES, [(1000, 1000, 1000), (130, 250, 127)]),
     "split_k": (WGMMA_SPLIT_SHAPES, [(1024, 1104, 2100), (1000, 2001, 2500)]),
+    "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 4099), (20, 1000, 8200)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(2048, 4352, 4096), (2200, 4001, 2600)]),
 }
 
@@ -239,6 +258,38 @@ def test_wgmma_sixteen_bit_paths(path, dtype, layout):
         assert torch.equal(out, run_again())
     for M, N, K in bias_shapes:
         check_wgmma_linear_bias(f"wgmma_{path}_bias", dtype, layout, M, N, K)
+
+
+# Split 64×128 tiles forced (TORCH_GEMM_WGMMA_SHAPE=1xSx128, read once per process) onto shapes
+# whose K leaves slices empty (their blocks add zeros), K of 1 and a prime K, every layout.
+FORCED_SPLIT_SCRIPT = """
+import sys, torch, torch_gemm
+sys.path.insert(0, {tests!r})
+from gemm_testing import LAYOUTS, assert_close_to_reference, make_operands, generator, randn
+for M, N, K in [(70, 300, 100), (5, 129, 1), (64, 256, 131), (130, 1000, 577)]:
+    for dtype in (torch.bfloat16, torch.float16):
+        for layout in LAYOUTS:
+            gen = generator("cuda", "forced_split", {shape!r}, M, N, K, str(dtype), layout)
+            a, b = make_operands(M, N, K, layout, dtype, "cuda", gen)
+            out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
+            assert_close_to_reference(out, a, b)
+            assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"))
+            bias = randn((N,), dtype, "cuda", gen)
+            assert_close_to_reference(torch_gemm.linear_tiled(a, b.t(), bias, kernel="wgmma_sm90"),
+                                      a, b, bias)
+print("ok")
+"""
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape", ["1x2x128", "1x4x128", "1x8x128"])
+def test_wgmma_forced_small_split(shape):
+    skip_unless_wgmma()
+    tests = os.path.dirname(os.path.abspath(__file__))
+    run = subprocess.run(
+        [sys.executable, "-c", FORCED_SPLIT_SCRIPT.format(tests=tests, shape=shape)],
+        env={**os.environ, "TORCH_GEMM_WGMMA_SHAPE": shape}, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout + run.stderr
 
 
 # Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS, read once per process: a fresh one

@@ -196,7 +196,7 @@ def explain(
     answer["device"] = "cuda"
     with_sm90a = bool(_C.built_with_sm90a()) if _C.built_with_cuda() else True
     if kernel == "auto":
-        choice = _C.auto_kernel(M, N, K, dtype=_torch_dtype_name(dtype), sm=sm,
+        choice = _C.auto_kernel(M, N, K, dtype=_torch_dtype_name(dtype), sm=sm, sm_count=sm_count,
                                 b_stride_k=b_sk, allow_tf32=bool(allow_tf32), sm90a=with_sm90a)
         answer.update(kernel=choice["kernel"], reason=choice["reason"])
     else:

@@ -5,25 +5,12 @@
 
 #include <cstdint>
 
+#include "kernels/decode_plan.h"
 #include "kernels/grid.cuh"
 #include "kernels/mma_sync.cuh"
 #include "kernels/numeric.cuh"
 
 namespace torch_gemm {
-
-struct DecodeSm80Config {
-  static constexpr int kThreads = 256;
-  static constexpr int kWarps = kThreads / 32;
-  static constexpr int kMinBlocksPerSm = 2;  // the launcher's split plan assumes this residency
-  static constexpr int kColumns = 16;        // output columns (weight rows) per warp: mma's M
-  static constexpr int kTokens = 8;          // tokens per token tile: mma's N
-  static constexpr int kVec = 8;             // 16-bit elements per 16-byte copy
-  static constexpr int kChunk = 4 * kVec;    // K per step of a warp: 4 lanes of 8 elements
-  // Chunks whose loads a warp issues before its mmas, as many as the registers allow. (A cp.async
-  // ring and L2 prefetches of the next step both measured slower: benchmarks/NOTES.md.)
-  template <int kTokenTiles>
-  static constexpr int kUnroll = kTokenTiles <= 2 ? 4 : kTokenTiles == 4 ? 2 : 1;
-};
 
 // Each warp owns 16 columns of C (rows n of the weight, B's columns) and a share of K; a block's
 // kWarpsPerColumn warps split K of the same columns and meet in shared memory, and gridDim.y

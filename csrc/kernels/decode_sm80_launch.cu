@@ -2,7 +2,6 @@
 // across blocks (so that the weight's columns keep every SM streaming), and the fallback to gemv
 // where the operands are not contiguous, aligned 16-byte vectors along K.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 #include "kernels/decode_sm80.cuh"
@@ -13,21 +12,7 @@ namespace torch_gemm {
 namespace {
 
 using Cfg = DecodeSm80Config;
-
-// The most K splits across blocks, and the fewest chunks of K a warp takes: finer splits add more
-// partial sums than they spread work.
-constexpr int64_t kMaxSplits = 16;
-constexpr int64_t kMinChunksPerWarp = 2;
-// A larger split is taken only where it fills the device's rounds by more than this.
-constexpr double kEfficiencyMargin = 0.05;
-
-struct DecodePlan {
-  int token_tiles = 1;         // 8-token tiles per pass: 1, 2, 4 or 8
-  int warps_per_column = 8;    // warps of a block splitting K of one 16-column group
-  int64_t blocks_x = 0;        // blocks along N
-  int64_t splits = 1;          // K splits across blocks (gridDim.y)
-  int64_t chunks_per_split = 0;
-};
+static_assert(Cfg::kMaxGridZ == kMaxGridZ, "the plan chunks the batch as the launch does");
 
 template <typename T>
 bool vector_loads_ok(const GemmParams& p) {
@@ -42,38 +27,6 @@ bool sixteen_bit(const GemmParams& p) { return p.dtype == DType::kBFloat16 || p.
 
 bool vector_loads(const GemmParams& p) {
   return p.dtype == DType::kBFloat16 ? vector_loads_ok<__nv_bfloat16>(p) : vector_loads_ok<__half>(p);
-}
-
-double round_efficiency(int64_t blocks, int64_t slots) {
-  const double rounds = static_cast<double>(blocks) / static_cast<double>(slots);
-  return rounds / std::ceil(rounds);
-}
-
-// A pure function of the params and the SM count, so that the workspace asked for and the launch
-// agree.
-DecodePlan plan_decode(const GemmParams& p) {
-  DecodePlan plan;
-  plan.token_tiles = p.M <= 8 ? 1 : p.M <= 16 ? 2 : p.M <= 32 ? 4 : 8;
-  // With more tokens, fewer warps share a column group's K and more column groups share (through
-  // L1) the same tokens' loads, which then outweigh the weight's.
-  plan.warps_per_column = plan.token_tiles <= 2 ? 8 : plan.token_tiles == 4 ? 4 : 2;
-  const int64_t groups_per_block = Cfg::kWarps / plan.warps_per_column;
-  plan.blocks_x = ceil_div(ceil_div(p.N, int64_t{Cfg::kColumns}), groups_per_block);
-  const int64_t chunks = ceil_div(p.K, int64_t{Cfg::kChunk});
-  const int64_t batch = std::min<int64_t>(p.batch, kMaxGridZ);
-  const int64_t slots = sm_count_of(p) * Cfg::kMinBlocksPerSm;
-  double best_efficiency = round_efficiency(plan.blocks_x * batch, slots);
-  // Split K across blocks only for one pass of tokens (the decode shapes) and where the blocks
-  // leave rounds unfilled.
-  if (p.M <= int64_t{8} * plan.token_tiles) {
-    for (int64_t splits = 2; splits <= kMaxSplits; ++splits) {
-      if (chunks < splits * plan.warps_per_column * kMinChunksPerWarp) break;
-      const double efficiency = round_efficiency(plan.blocks_x * batch * splits, slots);
-      if (efficiency > best_efficiency + kEfficiencyMargin) plan.splits = splits, best_efficiency = efficiency;
-    }
-  }
-  plan.chunks_per_split = ceil_div(chunks, plan.splits);
-  return plan;
 }
 
 template <typename T, int kTokenTiles, int kWarpsPerColumn>
@@ -110,7 +63,7 @@ LaunchStatus launch_gemm_decode_sm80(const GemmParams& params, cudaStream_t stre
   // Layouts the 16-byte loads cannot take (and any dtype but bf16/fp16) go to gemv, which reads
   // any strides.
   if (!sixteen_bit(params) || params.K == 0 || !vector_loads(params)) return launch_gemm_gemv(params, stream);
-  const DecodePlan plan = plan_decode(params);
+  const DecodePlan plan = plan_decode(params, sm_count_of(params));
   if (plan.blocks_x > kMaxGridX) return refuse("N past the grid's reach");
   if (plan.splits > 1 && params.workspace_bytes < gemm_decode_sm80_workspace_bytes(params)) {
     return refuse("workspace smaller than the split plan needs");
@@ -122,7 +75,7 @@ LaunchStatus launch_gemm_decode_sm80(const GemmParams& params, cudaStream_t stre
 int64_t gemm_decode_sm80_workspace_bytes(const GemmParams& params) {
   if (params.M == 0 || params.N == 0 || params.batch == 0 || params.K == 0 || !sixteen_bit(params)) return 0;
   if (!vector_loads(params)) return 0;  // gemv runs it, without a workspace
-  const DecodePlan plan = plan_decode(params);
+  const DecodePlan plan = plan_decode(params, sm_count_of(params));
   if (plan.splits == 1) return 0;
   const int64_t batch = std::min<int64_t>(params.batch, kMaxGridZ);
   return batch * plan.splits * params.M * params.N * static_cast<int64_t>(sizeof(float));

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/decode_plan.h"
 #include "kernels/tiles.h"
 
 namespace torch_gemm {
@@ -20,7 +21,9 @@ constexpr int64_t kMinWarptileTiles = 48;
 
 // Decode (a few rows against a linear's weight): bf16/fp16 up to 16 rows from sm_80 on
 // decode_sm80, whose mma.sync tiles take 8 tokens each at the weight's pace, but small weights
-// with few rows on gemv (one launch, no K split across blocks); fp32/fp64 up to two rows, and
+// with few rows on gemv (one launch, no K split across blocks), and on sm_90 wgmma wherever
+// decode_sm80 would split K across blocks (its sums then need a second kernel, where wgmma's split
+// 64x128 tiles add theirs inside a cluster); fp32/fp64 up to two rows, and
 // one bf16/fp16 row before sm_80, on gemv, which streams B once where a tile would be mostly
 // empty rows. bf16/fp16: the tensor cores, wgmma on sm_90 at
 // every shape (its launcher takes smaller tiles or splits K where its tiles are few, and it beat
@@ -39,7 +42,10 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
     for (const GemvOverDecode& small : kGemvOverDecode) {
       if (M <= small.rows && N * K <= small.elements) return {"gemv", AutoRule::kGemv};
     }
-    return {"decode_sm80", AutoRule::kDecodeSm80};
+    const bool wgmma = with_sm90a && sm == kWgmmaSm &&
+                       std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
+    if (!wgmma || plan_decode(p, p.sm_count).splits == 1) return {"decode_sm80", AutoRule::kDecodeSm80};
+    return {"wgmma_sm90", AutoRule::kWgmmaDecode};
   }
   const int64_t gemv_rows = sixteen_bit ? kGemvMaxRows16Bit : kGemvMaxRowsWide;
   if (M <= gemv_rows && weight_rows) return {"gemv", AutoRule::kGemv};
@@ -72,7 +78,10 @@ const char* describe_auto_choice(AutoRule rule) {
       "tile would be mostly empty rows",
       "decode: up to 16 bf16/fp16 rows of A against a B with contiguous columns, from compute "
       "capability 8.0: decode_sm80 streams B once through mma.sync, 16 of its columns by up to 8 "
-      "rows a tile",
+      "rows a tile (on compute capability 9.0 where its blocks fill the SMs without splitting K)",
+      "decode on compute capability 9.0: up to 16 bf16/fp16 rows where decode_sm80 would split K "
+      "across blocks and add the sums in a second kernel; wgmma_sm90's 64x128 tiles split K "
+      "inside a cluster instead",
       "bf16/fp16 on compute capability 9.0: Hopper's wgmma at every shape (its plan takes smaller "
       "tiles, split-K or stream-K where 128x256 tiles are few)",
       "float32 with TF32 allowed on compute capability 9.0, M and N at least 128: wgmma in tf32",

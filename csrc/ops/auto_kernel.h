@@ -10,7 +10,7 @@ namespace torch_gemm {
 
 // Which rule of the table chose the kernel (for explain's reason).
 enum class AutoRule {
-  kGemv, kDecodeSm80, kWgmma, kWgmmaTf32, kMmaSm80, kNoTensorCores, kFloat64, kMultistage, kDecode,
+  kGemv, kDecodeSm80, kWgmmaDecode, kWgmma, kWgmmaTf32, kMmaSm80, kNoTensorCores, kFloat64, kMultistage, kDecode,
   kFewTiles, kWarptile
 };
 
@@ -20,7 +20,8 @@ struct AutoChoice {
 };
 
 // sm: compute capability × 10 of the device; allow_tf32: torch's flag for matmuls;
-// with_sm90a: whether the build has wgmma_sm90's sm_90a code.
+// with_sm90a: whether the build has wgmma_sm90's sm_90a code. p.sm_count: the device's
+// multiprocessors (decode_sm80's plan on sm_90 reads them).
 AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool with_sm90a);
 
 // The rule in a sentence, for torch_gemm.explain.

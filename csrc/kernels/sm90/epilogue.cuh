@@ -325,7 +325,11 @@ class Epilogue {
   // the columns block `split` owns, after reduce_split).
   __device__ __forceinline__ void store(const WgmmaParams& p, const float (&d)[Config::kAccumulators],
                                         int z, int row0, int n0, uint32_t split) {
-    if constexpr (kSplitK > 1) {
+    if constexpr (kSplitK > 1 && Config::kBoxesPerTile % kSplitK != 0) {
+      // Owned columns narrower than a box (a 64×128 tile split in 4 or 8): from registers, a
+      // tile of at most 64 rows whose stores are a small part of its time.
+      store_accumulators<Config, T, kPermuted, kSplitK>(p, d, z, row0, n0, split);
+    } else if constexpr (kSplitK > 1) {
       // Sums of the owned columns (a 1/kSplitK share of the boxes), stored at once.
       if (!p.tma_store) {
         store_accumulators<Config, T, kPermuted, kSplitK>(p, d, z, row0, n0, split);

@@ -16,6 +16,17 @@ using F = KernelFacts;
 // Split-K only where K has at least this many k-tiles: below it the partials' exchange and the
 // first copies without multicast cost more than halving the loop saves (benchmarks/NOTES.md).
 constexpr int64_t kSplitMinKTiles = 32;
+// A split 64×128 tile keeps at least this many k-tiles in each slice: fewer, and a block's
+// start and its partials' exchange outweigh its share of the loop.
+constexpr int64_t kSmallSplitMinKTiles = 16;
+// Clusters of 4 and 8 blocks (one a SM) resident at once: fewer than sms / size, the GPCs' SM
+// counts not being multiples of the size (an H100: 30 and 15 of 132 SMs, benchmarks/NOTES.md). A
+// split whose clusters outnumber them runs a second wave, so the plan counts on 7/8 of sms / size.
+constexpr int64_t kResidentEighths = 7;
+
+int64_t resident_split_clusters(int64_t sms, int split) {
+  return split == 2 ? sms / 2 : sms / split * kResidentEighths / 8;
+}
 
 // Row sums are fused where the tile columns give at least this many slices of K: a tile's slice
 // then moves at most 1/8 of the bytes of A its product reads, which two warps' loads keep up with.
@@ -133,9 +144,10 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
   const int fields =
       shape == nullptr ? 0 : std::sscanf(shape, "%dx%dx%d", &consumers, &split_k, &block_n);
-  const bool small = block_n == kWgmmaSmallBlockN && consumers == 1 && split_k == 1;
+  const bool small = block_n == kWgmmaSmallBlockN && consumers == 1 &&
+                     (split_k == 1 || split_k == 2 || split_k == 4 || split_k == F::kMaxSmallSlices);
   const bool split = split_k == F::kSplitSlices && consumers == 2 && block_n == kWgmmaBlockN;
-  if (fields >= 2 && (consumers == 1 || consumers == 2) && (split_k == 1 || split) &&
+  if (fields >= 2 && (consumers == 1 || consumers == 2) && (split_k == 1 || split || small) &&
       (block_n == kWgmmaBlockN || small)) {
     o.consumers = consumers, o.split_k = split_k, o.block_n = block_n;
   }
@@ -149,10 +161,13 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // The one-consumer 64×256 tiles where the 128×256 ones (over the batch) would not fill half the
 // SMs, so that twice as many blocks work; 16-bit products take 64×128 tiles where those fit in
 // one wave: twice the blocks again draw operands from L2, which bounds these shapes' loops, and
-// each has half the epilogue. Else split-K where the tiles would leave most SMs idle and K is long:
-// two K slices of each 128×256 tile where their blocks then fill more than half the SMs and fit
-// in one wave. The 64×256 tiles are never split: wherever twice their count fits in one wave so
-// do the 64×128 tiles, which were faster. (Measurements: benchmarks/NOTES.md.)
+// each has half the epilogue; where even those leave half the SMs idle (a few hundred rows and
+// fewer against a weight), each 64×128 tile is split along K in 2, 4 or 8 slices, as many as fit
+// in one wave of clusters, so that more SMs stream a part of B. Else split-K where the tiles would leave
+// most SMs idle and K is long: two K slices of each 128×256 tile where their blocks then fill
+// more than half the SMs and fit in one wave. The 64×256 tiles are never split: wherever twice
+// their count fits in one wave so do the 64×128 tiles, which were faster. (Measurements:
+// benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
@@ -165,10 +180,18 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   shape.consumers = wide < sms / 2 ? 1 : 2;
   shape.tile_rule = shape.consumers == 1 ? TileRule::kNarrow : TileRule::kWide;
   const bool splittable = can_split(p);
+  const int64_t k_tiles = ceil_div(p.K, k_tile_elements(p));
   if (splittable && shape.consumers == 1 && shape.small_tiles <= sms) {
     shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
     shape.tile_rule = TileRule::kSmall;
-  } else if (splittable && ceil_div(p.K, k_tile_elements(p)) >= kSplitMinKTiles &&
+    const auto fits = [&](int split) {
+      return shape.small_tiles <= resident_split_clusters(sms, split) &&
+             k_tiles >= split * kSmallSplitMinKTiles;
+    };
+    int split = 1;
+    while (split < F::kMaxSmallSlices && fits(split * 2)) split *= 2;
+    if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kSmallSplit;
+  } else if (splittable && k_tiles >= kSplitMinKTiles &&
              wide * F::kSplitSlices <= sms && wide * F::kSplitSlices * 2 > sms) {
     shape.consumers = 2, shape.split_k = F::kSplitSlices;
     shape.tile_rule = TileRule::kSplit;
@@ -441,6 +464,13 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       r.tile = "64x128, one consumer warpgroup: " + wide + " would leave more than " + half +
                " idle, and the " + str(s.small_tiles) + " tiles of 64x128 fit in one wave";
       break;
+    case TileRule::kSmallSplit:
+      r.tile = "64x128 split in " + str(s.split_k) + " along K: " + wide + " would leave more than " +
+               half + " idle, and even the " + str(s.small_tiles) + " tiles of 64x128 leave half of "
+               "them idle; " + str(s.split_k) + " slices are as many as one wave of clusters takes "
+               "(about 7/8 of " + str(sms) + " / " + str(s.split_k) + " resident) with at least " +
+               str(kSmallSplitMinKTiles) + " k-tiles each";
+      break;
     case TileRule::kSplit:
       r.tile = "128x256, split in two along K: the " + wide + " are too few for the " + str(sms) +
                " SMs, but twice as many blocks fill more than half of them in one wave";
@@ -452,9 +482,9 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
 
   const int64_t k_tiles = plan.k_tiles;
   if (s.split_k > 1) {
-    r.split_k = "2 slices of K (" + str(k_tiles) + " k-tiles): the two blocks of a cluster take "
-                "one each and add their partial sums through distributed shared memory, in a "
-                "fixed order";
+    r.split_k = str(s.split_k) + " slices of K (" + str(k_tiles) + " k-tiles): the " +
+                str(s.split_k) + " blocks of a cluster take one each and add their partial sums "
+                "through distributed shared memory, in a fixed order";
   } else if (s.tile_rule == TileRule::kForced) {
     r.split_k = "none: forced by TORCH_GEMM_WGMMA_SHAPE";
   } else if (p.dtype == DType::kFloat32) {
@@ -462,7 +492,10 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   } else if (p.row_sum != nullptr) {
     r.split_k = "none: fused row sums follow whole tiles";
   } else if (s.tile_rule == TileRule::kSmall) {
-    r.split_k = "none: 64x128 tiles fill the SMs instead";
+    r.split_k = s.small_tiles > resident_split_clusters(sms, 2)
+                    ? "none: the " + str(s.small_tiles) + " tiles of 64x128 fill half of the SMs"
+                    : "none: K's " + str(k_tiles) + " k-tiles are fewer than " +
+                          str(2 * kSmallSplitMinKTiles) + ", too short to split in two";
   } else if (s.wide_tiles * F::kSplitSlices > sms) {
     r.split_k = "none: the " + wide + " split in two would not fit in one wave";
   } else if (s.wide_tiles * F::kSplitSlices * 2 <= sms) {
@@ -478,7 +511,7 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                   "multicast, so B crosses from L2 once per pair";
       break;
     case ClusterRule::kSplitK:
-      r.cluster = "the cluster is the split-K pair (one tile, two slices of K)";
+      r.cluster = "the cluster is the tile's " + str(s.split_k) + " blocks, one slice of K each";
       break;
     case ClusterRule::kOff:
       r.cluster = "single blocks: TORCH_GEMM_WGMMA_CLUSTER=1";
@@ -510,8 +543,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   }
 
   if (s.split_k > 1) {
-    r.grid = str(grid.blocks) + " blocks: one cluster of 2 per tile (" + str(plan.turns) +
-             " tiles)";
+    r.grid = str(grid.blocks) + " blocks: one cluster of " + str(s.split_k) + " per tile (" +
+             str(plan.turns) + " tiles)";
   } else if (grid.slots <= 0) {
     r.grid = "none: no cluster of the kernel fits on the device";
   } else {

@@ -21,6 +21,7 @@ struct KernelFacts {
   static constexpr int64_t kWorkspaceAlignBytes = 256;  // each part of the workspace
   static constexpr int64_t kKTileBytes = 128;  // a k-tile is one 128-byte swizzled row of K
   static constexpr int kSplitSlices = 2;       // K slices of a split 128×256 tile
+  static constexpr int kMaxSmallSlices = 8;    // of a split 64×128 tile: 2, 4 or 8 (a cluster)
   static constexpr int64_t kRowSumSliceAlign = 64;   // row_sum.cuh's kRowSumSliceAlign
   static constexpr int64_t kRowSumWarps = 2;         // row_sum.cuh's kRowSumWarps
   static constexpr int64_t kRowSumRowsPerWarp = 64;  // row_sum_slices_kernel: 128 rows a block
@@ -32,8 +33,9 @@ inline int64_t round_up(int64_t x, int64_t multiple) { return ceil_div(x, multip
 // per process and passes them in, so that the plan depends on its arguments alone.
 struct Overrides {
   // TORCH_GEMM_WGMMA_SHAPE=CxS[xN]: C consumer warpgroups (1: 64-row tiles, 2: 128-row), S slices
-  // of K (1, or 2 with 2x2) and N columns a tile (256, or 128 with 1x1); split K and 128 columns
-  // take 16-bit products without row sums. consumers 0: unset, the plan chooses.
+  // of K (1; 2 with 2x2; 2, 4 or 8 with 1xSx128) and N columns a tile (256, or 128 with one
+  // consumer); split K and 128 columns take 16-bit products without row sums. consumers 0: unset,
+  // the plan chooses.
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
   bool clusters = true;    // TORCH_GEMM_WGMMA_CLUSTER=1: no pairs sharing B
   int stream_k = 1;        // TORCH_GEMM_WGMMA_STREAM_K=0|1|2: off; the last partial round; and one more
@@ -45,11 +47,11 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
                           const char* max_clusters);
 
 // Which rule set the tile and the clusters (for explain's reasons).
-enum class TileRule { kWide, kNarrow, kSmall, kSplit, kForced };
+enum class TileRule { kWide, kNarrow, kSmall, kSmallSplit, kSplit, kForced };
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave };
 
 // How a product is spread over the blocks: the tile (consumers × 64 rows, block_n columns),
-// pairs of blocks sharing B (clusters), or split_k slices of K per 128×256 tile.
+// pairs of blocks sharing B (clusters), or split_k slices of K per 128×256 or 64×128 tile.
 struct Shape {
   int consumers = 2;
   int block_n = static_cast<int>(kWgmmaBlockN);  // or kWgmmaSmallBlockN (one consumer, 16-bit)

@@ -26,9 +26,10 @@ namespace torch_gemm {
 // kClusterM: blocks per cluster, each computing one of kClusterM tiles stacked along M. They
 // share B: each block's producer copies 1/kClusterM of it and multicasts it to all of them, so
 // B crosses L2 → SM once per cluster instead of once per block. kConsumers, kMmaN: WgmmaConfig's.
-// kSplitK > 1 (16-bit, kClusterM = 1): a cluster of kSplitK blocks shares each tile, block s
-// taking the s-th slice of K, and their partial sums meet in shared memory (reduce_split): for
-// products with too few tiles to fill the SMs. The launcher then gives each cluster one tile.
+// kSplitK > 1 (16-bit, kClusterM = 1; 2 on 128×256 tiles, 2, 4 or 8 on 64×128): a cluster of
+// kSplitK blocks shares each tile, block s taking the s-th slice of K, and their partial sums meet
+// in shared memory (reduce_split): for products with too few tiles to fill the SMs. The launcher
+// then gives each cluster one tile.
 // kStreamK: the walk may end in stream-K pieces (WgmmaParams::sk_turns); without it, every walk
 // is whole turns.
 template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM, int kConsumers, int kSplitK,
@@ -43,10 +44,11 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   using namespace sm90;
   constexpr int kStages = Config::kStages;
   static_assert(kClusterM == 1 || kClusterM == 2, "one block, or a pair sharing B");
-  static_assert(kSplitK == 1 || (kClusterM == 1 && !Config::kTf32 && kMmaN == 256 &&
-                                 Config::kBoxesPerTile % kSplitK == 0),
-                "split-K: 16-bit C on 256-column tiles, owned in whole epilogue boxes, clusters "
-                "of the K slices");
+  static_assert(kSplitK == 1 || (kClusterM == 1 && !Config::kTf32 &&
+                                 (kMmaN == 256 ? Config::kBoxesPerTile % kSplitK == 0
+                                               : kConsumers == 1 && kMmaN / 8 % kSplitK == 0)),
+                "split-K: 16-bit C, clusters of the K slices, each owning whole epilogue boxes "
+                "(128×256) or whole 8-column groups (64×128)");
   static_assert(Config::kBlockN / kClusterM % Config::kMNBox == 0,
                 "each block multicasts whole 64-element boxes of an N-major B");
   static_assert(!Config::kTf32 || kKMajorB, "tf32 wgmma reads B K-major only (A: registers)");

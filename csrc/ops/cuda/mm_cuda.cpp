@@ -86,6 +86,7 @@ void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const
   const c10::cuda::CUDAGuard device_guard(like.device());
   clear_earlier_error(op);
   const int sm = current_sm();  // queried once: the auto rule and the table's min_sm both use it
+  params.sm_count = current_device_sm_count();
   // TF32 exactly where torch.mm would use it: the flag cuBLAS's path reads.
   const bool allow_tf32 = at::globalContext().allowTF32CuBLAS();
   const auto& entry = find_kernel(
@@ -97,7 +98,6 @@ void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const
               "allow it with torch.backends.cuda.matmul.allow_tf32 = True (or "
               "torch.set_float32_matmul_precision('high')), or pick a CUDA-core kernel");
   drop_unfused_outputs(entry, params);
-  params.sm_count = current_device_sm_count();
 
   // Scratch from the caching allocator on the current stream, freed (for reuse by later work on
   // that stream) when this call returns.

@@ -1,0 +1,52 @@
+// decode_sm80's plan (decode_plan.h): how many warps and blocks share K, from the shape and the
+// SM count alone.
+#include "kernels/decode_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace torch_gemm {
+namespace {
+
+using Cfg = DecodeSm80Config;
+
+// The most K splits across blocks, and the fewest chunks of K a warp takes: finer splits add more
+// partial sums than they spread work.
+constexpr int64_t kMaxSplits = 16;
+constexpr int64_t kMinChunksPerWarp = 2;
+// A larger split is taken only where it fills the device's rounds by more than this.
+constexpr double kEfficiencyMargin = 0.05;
+
+double round_efficiency(int64_t blocks, int64_t slots) {
+  const double rounds = static_cast<double>(blocks) / static_cast<double>(slots);
+  return rounds / std::ceil(rounds);
+}
+
+}  // namespace
+
+DecodePlan plan_decode(const GemmParams& p, int64_t sms) {
+  DecodePlan plan;
+  plan.token_tiles = p.M <= 8 ? 1 : p.M <= 16 ? 2 : p.M <= 32 ? 4 : 8;
+  // With more tokens, fewer warps share a column group's K and more column groups share (through
+  // L1) the same tokens' loads, which then outweigh the weight's.
+  plan.warps_per_column = plan.token_tiles <= 2 ? 8 : plan.token_tiles == 4 ? 4 : 2;
+  const int64_t groups_per_block = Cfg::kWarps / plan.warps_per_column;
+  plan.blocks_x = ceil_div(ceil_div(p.N, int64_t{Cfg::kColumns}), groups_per_block);
+  const int64_t chunks = ceil_div(p.K, int64_t{Cfg::kChunk});
+  const int64_t batch = std::max<int64_t>(std::min<int64_t>(p.batch, Cfg::kMaxGridZ), 1);
+  const int64_t slots = std::max<int64_t>(sms, 1) * Cfg::kMinBlocksPerSm;
+  double best_efficiency = round_efficiency(plan.blocks_x * batch, slots);
+  // Split K across blocks only for one pass of tokens (the decode shapes) and where the blocks
+  // leave rounds unfilled.
+  if (p.M <= int64_t{8} * plan.token_tiles) {
+    for (int64_t splits = 2; splits <= kMaxSplits; ++splits) {
+      if (chunks < splits * plan.warps_per_column * kMinChunksPerWarp) break;
+      const double efficiency = round_efficiency(plan.blocks_x * batch * splits, slots);
+      if (efficiency > best_efficiency + kEfficiencyMargin) plan.splits = splits, best_efficiency = efficiency;
+    }
+  }
+  plan.chunks_per_split = ceil_div(chunks, plan.splits);
+  return plan;
+}
+
+}  // namespace torch_gemm
