@@ -260,49 +260,17 @@ def test_wgmma_sixteen_bit_paths(path, dtype, layout):
         check_wgmma_linear_bias(f"wgmma_{path}_bias", dtype, layout, M, N, K)
 
 
-# Split 64×128 tiles forced (TORCH_GEMM_WGMMA_SHAPE=1xSx128, read once per process) onto shapes
-# whose K leaves slices empty (their blocks add zeros), K of 1 and a prime K, every layout.
-FORCED_SPLIT_SCRIPT = """
-import sys, torch, torch_gemm
-sys.path.insert(0, {tests!r})
-from gemm_testing import LAYOUTS, assert_close_to_reference, make_operands, generator, randn
-for M, N, K in [(70, 300, 100), (5, 129, 1), (64, 256, 131), (130, 1000, 577)]:
-    for dtype in (torch.bfloat16, torch.float16):
-        for layout in LAYOUTS:
-            gen = generator("cuda", "forced_split", {shape!r}, M, N, K, str(dtype), layout)
-            a, b = make_operands(M, N, K, layout, dtype, "cuda", gen)
-            out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
-            assert_close_to_reference(out, a, b)
-            assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"))
-            bias = randn((N,), dtype, "cuda", gen)
-            assert_close_to_reference(torch_gemm.linear_tiled(a, b.t(), bias, kernel="wgmma_sm90"),
-                                      a, b, bias)
-print("ok")
-"""
-
-
-@requires_cuda
-@pytest.mark.parametrize("shape", ["1x2x128", "1x4x128", "1x8x128"])
-def test_wgmma_forced_small_split(shape):
-    skip_unless_wgmma()
-    tests = os.path.dirname(os.path.abspath(__file__))
-    run = subprocess.run(
-        [sys.executable, "-c", FORCED_SPLIT_SCRIPT.format(tests=tests, shape=shape)],
-        env={**os.environ, "TORCH_GEMM_WGMMA_SHAPE": shape}, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout + run.stderr
-
-
-# Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS, read once per process: a fresh one
-# per setting), so that small products take several whole turns a cluster and then pieces, in
-# both of its modes (the last partial round; that and one round more), paired and unpaired.
-STREAM_K_SCRIPT = """
+# A fresh process per setting of the TORCH_GEMM_WGMMA_* variables (read once per process): each
+# shape in both 16-bit dtypes and the given layouts, against float64 with and without a bias, and
+# run twice for the same bits.
+ENV_SCRIPT = """
 import sys, torch, torch_gemm
 sys.path.insert(0, {tests!r})
 from gemm_testing import assert_close_to_reference, make_operands, generator, randn
-for M, N, K in [(1900, 2600, 300), (2100, 2000, 333), (1300, 2600, 1031), (1024, 2304, 200)]:
+for M, N, K in {shapes!r}:
     for dtype in (torch.bfloat16, torch.float16):
-        for layout in ("contiguous", "both_t"):
-            gen = generator("cuda", "stream_k", {env!r}, M, N, K, str(dtype), layout)
+        for layout in {layouts!r}:
+            gen = generator("cuda", {tag!r}, M, N, K, str(dtype), layout)
             a, b = make_operands(M, N, K, layout, dtype, "cuda", gen)
             out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
             assert_close_to_reference(out, a, b)
@@ -314,16 +282,33 @@ print("ok")
 """
 
 
+def check_wgmma_under_env(tag, shapes, layouts, env):
+    skip_unless_wgmma()
+    tests = os.path.dirname(os.path.abspath(__file__))
+    script = ENV_SCRIPT.format(tests=tests, shapes=shapes, layouts=list(layouts), tag=tag)
+    run = subprocess.run([sys.executable, "-c", script], env={**os.environ, **env},
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout + run.stderr
+
+
+# Split 64×128 tiles forced (TORCH_GEMM_WGMMA_SHAPE=1xSx128) onto shapes whose K leaves slices
+# empty (their blocks add zeros), K of 1 and a prime K, every layout.
+@requires_cuda
+@pytest.mark.parametrize("shape", ["1x2x128", "1x4x128", "1x8x128"])
+def test_wgmma_forced_small_split(shape):
+    check_wgmma_under_env(f"forced_split {shape}", [(70, 300, 100), (5, 129, 1), (64, 256, 131), (130, 1000, 577)],
+                          LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": shape})
+
+
+# Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that small products take several
+# whole turns a cluster and then pieces, in both of its modes (the last partial round; that and
+# one round more), paired and unpaired.
 @requires_cuda
 @pytest.mark.parametrize("env", ["3:1:0", "5:1:0", "3:2:0", "4:1:1", "7:2:1"])
 def test_wgmma_stream_k_few_clusters(env):
     """env: clusters resident, stream-K mode, 1 for unpaired blocks (TORCH_GEMM_WGMMA_CLUSTER)."""
-    skip_unless_wgmma()
     clusters, mode, unpaired = env.split(":")
-    tests = os.path.dirname(os.path.abspath(__file__))
-    run = subprocess.run(
-        [sys.executable, "-c", STREAM_K_SCRIPT.format(tests=tests, env=env)],
-        env={**os.environ, "TORCH_GEMM_WGMMA_MAX_CLUSTERS": clusters,
-             "TORCH_GEMM_WGMMA_STREAM_K": mode, "TORCH_GEMM_WGMMA_CLUSTER": unpaired},
-        capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout + run.stderr
+    check_wgmma_under_env(f"stream_k {env}", [(1900, 2600, 300), (2100, 2000, 333), (1300, 2600, 1031), (1024, 2304, 200)],
+                          ("contiguous", "both_t"),
+                          {"TORCH_GEMM_WGMMA_MAX_CLUSTERS": clusters, "TORCH_GEMM_WGMMA_STREAM_K": mode,
+                           "TORCH_GEMM_WGMMA_CLUSTER": unpaired})
