@@ -15,6 +15,7 @@ elsewhere keep working, and nothing is allocated.
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 from typing import Callable, Optional, TypeVar
 
@@ -147,6 +148,18 @@ def _check_module(fn: str, model: object) -> None:
         raise TypeError(f"{fn}: model must be a torch.nn.Module, got {type(model).__name__}")
 
 
+def _under_fully_shard(module: torch.nn.Module) -> Optional[type]:
+    """The class FSDP2's fully_shard wrapped, where ``module`` is an ``nn.Linear`` or a
+    ``torch_gemm.nn.Linear`` that fully_shard was applied to by itself (it turns the class into a
+    subclass, ``FSDPLinear``, of FSDPModule and the module's class); else None."""
+    fsdp = sys.modules.get("torch.distributed.fsdp")  # not loaded: nothing can be wrapped
+    fsdp_module = getattr(fsdp, "FSDPModule", None)
+    if fsdp_module is None or not isinstance(module, fsdp_module):
+        return None
+    base = type(module).__bases__[-1]
+    return base if base in (torch.nn.Linear, Linear) else None
+
+
 def swap_linear(
     model: ModuleT,
     filter_fn: Optional[FilterFn] = None,
@@ -161,7 +174,8 @@ def swap_linear(
         filter_fn: ``filter_fn(name, module) -> bool`` picks the modules to swap, given the
             qualified name from ``model.named_modules()`` (``"model.layers.0.self_attn.q_proj"``).
             It is called only for candidates: modules whose type is exactly ``nn.Linear`` or
-            already ``torch_gemm.nn.Linear``. Default: :func:`is_attention_projection`.
+            already ``torch_gemm.nn.Linear`` (either also where ``fully_shard`` wrapped it by
+            itself). Default: :func:`is_attention_projection`.
         kernel: the ``kernel=`` the swapped modules pass to ``linear_tiled``.
         all_linear: swap every candidate (instead of giving ``filter_fn``).
 
@@ -176,6 +190,11 @@ def swap_linear(
     LoRA or parametrized layers, ``nn.MultiheadAttention.out_proj``) are skipped: their forward
     may differ from ``x @ weight.T + bias``. A module shared at several places is seen once and
     swapped once.
+
+    Tensor parallelism (``parallelize_module``) may come before or after: it keeps the class and
+    makes the Parameters DTensors, which the ops take. FSDP2's ``fully_shard`` on a block or model
+    leaves the ``nn.Linear`` modules inside as they are; an ``nn.Linear`` that ``fully_shard``
+    wrapped by itself has another class and is not swapped (a warning names it): swap first.
     """
     _check_module("swap_linear", model)
     kernel = _checked_kernel("swap_linear", kernel)
@@ -186,21 +205,33 @@ def swap_linear(
             f"swap_linear: filter_fn must be callable as filter_fn(name, module), got {type(filter_fn).__name__}"
         )
     chosen = (lambda name, module: True) if all_linear else (filter_fn or is_attention_projection)
-    swapped, passed_over = [], []
+    swapped, passed_over, fully_sharded = [], [], []
     for name, module in model.named_modules():
-        if type(module) not in (torch.nn.Linear, Linear):
+        wrapped = _under_fully_shard(module)
+        if type(module) not in (torch.nn.Linear, Linear) and wrapped is None:
             continue
         if not chosen(name, module):
             passed_over.append(name)
+            continue
+        if wrapped is torch.nn.Linear:
+            fully_sharded.append(name or "<the model itself>")
             continue
         if type(module) is torch.nn.Linear:
             module.__class__ = Linear
         module.kernel = kernel
         swapped.append(name)
+    if fully_sharded:
+        warnings.warn(
+            f"swap_linear: {len(fully_sharded)} nn.Linear module(s) that FSDP2's fully_shard wrapped by "
+            f"themselves were not swapped ({', '.join(fully_sharded[:8])}{', ...' if len(fully_sharded) > 8 else ''}): "
+            "call swap_linear before fully_shard",
+            UserWarning,
+            stacklevel=2,
+        )
     if swapped:
         logger.info("swap_linear: %d module(s) on torch_gemm (kernel=%r): %s", len(swapped), kernel,
                     ", ".join(name or "<the model itself>" for name in swapped))
-    else:
+    elif not fully_sharded:
         names = [name or "<the model itself>" for name in passed_over]
         seen = (f"the filter chose none of its {len(names)} nn.Linear modules ({', '.join(names[:8])}"
                 + (", ...)" if len(names) > 8 else ")")) if names else "the model has no nn.Linear module"
