@@ -44,7 +44,7 @@ def test_ci_runs_the_readme_test_command():
     assert run in ci, f"CI does not run {run!r}"
 
 
-@pytest.mark.parametrize("doc", ["architecture", "kernels", "numerics", "benchmarks", "building"])
+@pytest.mark.parametrize("doc", ["architecture", "kernels", "numerics", "benchmarks", "building", "distributed"])
 def test_docs_exist_and_name_no_files_users_lack(doc):
     text = (ROOT / "docs" / f"{doc}.md").read_text()
     assert "DESIGN" not in text
