@@ -163,7 +163,10 @@ def _key_sharding_cache_by_kernel(op: torch._ops.OpOverload) -> None:
     except (ImportError, AttributeError):  # a torch whose DTensor internals moved: nothing to key
         return
     names = [arg.name for arg in op._schema.arguments]
-    infos[op] = RuntimeSchemaInfo(names.index("kernel"), ["kernel"], needs_pytree=True)
+    try:
+        infos[op] = RuntimeSchemaInfo(names.index("kernel"), ["kernel"], needs_pytree=True)
+    except TypeError:  # a RuntimeSchemaInfo of other fields: the cache stays as DTensor keys it
+        return
 
 
 def sharding_strategies_registered() -> bool:
@@ -187,15 +190,7 @@ class _RegisterAfterLoad(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         self._loader.exec_module(module)
-        try:
-            register_sharding_strategies()
-        except Exception as error:  # the user's import of torch.distributed.tensor must not fail
-            warnings.warn(
-                f"torch_gemm: the gemm ops' DTensor sharding strategies could not be registered "
-                f"({type(error).__name__}: {error}); DTensor arguments to the gemm ops will fail",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        _register_or_warn()
 
     def __getattr__(self, name):
         return getattr(self._loader, name)
@@ -224,6 +219,20 @@ def _remove_import_hook() -> None:
         _hook = None
 
 
+def _register_or_warn() -> None:
+    # Neither the user's import of torch.distributed.tensor nor import torch_gemm may fail for a
+    # torch whose DTensor API differs from the ones tested: DTensor arguments then fail instead.
+    try:
+        register_sharding_strategies()
+    except Exception as error:
+        warnings.warn(
+            f"torch_gemm: the gemm ops' DTensor sharding strategies could not be registered "
+            f"({type(error).__name__}: {error}); DTensor arguments to the gemm ops will fail",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
 def _register_on_dtensor_import() -> None:
     """Called at ``import torch_gemm``: register now if torch.distributed.tensor is loaded, else
     when it is."""
@@ -231,7 +240,7 @@ def _register_on_dtensor_import() -> None:
     if not torch.distributed.is_available():
         return
     if _DTENSOR_MODULE in sys.modules:
-        register_sharding_strategies()
+        _register_or_warn()
         return
     with _lock:
         if _hook is None:
