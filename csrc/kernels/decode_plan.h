@@ -17,7 +17,6 @@ struct DecodeSm80Config {
   static constexpr int kTokens = 8;          // tokens per token tile: mma's N
   static constexpr int kVec = 8;             // 16-bit elements per 16-byte copy
   static constexpr int kChunk = 4 * kVec;    // K per step of a warp: 4 lanes of 8 elements
-  static constexpr int64_t kMaxGridZ = 65535;  // the batch, chunked by the launcher
   // Chunks whose loads a warp issues before its mmas, as many as the registers allow. (A cp.async
   // ring and L2 prefetches of the next step both measured slower: benchmarks/NOTES.md.)
   template <int kTokenTiles>

@@ -69,8 +69,6 @@ inline int64_t sm_count_of(const GemmParams& p) {
   return p.sm_count > 0 ? p.sm_count : std::max(current_sm_count(), 1);
 }
 
-constexpr int64_t kMaxGridZ = 65535;  // hardware limit on gridDim.z; launchers chunk the batch
-
 // The params of batch element `index`: A, B and C moved by the batch strides; bias, shared by the
 // batch, stays. Kernels call it first with blockIdx.z (or the batch part of it).
 __host__ __device__ inline GemmParams batch_element(GemmParams p, int64_t index) {

@@ -38,25 +38,22 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
   const int64_t M = p.M, N = p.N, K = p.K;
   const bool sixteen_bit = dtype == DType::kBFloat16 || dtype == DType::kFloat16;
   const bool weight_rows = p.b_stride_k == 1 || K <= 1;  // B's columns contiguous, as a linear's weight
+  // wgmma_sm90 runs on 9.0 in builds with its sm_90a code, and its launcher refuses extents beyond
+  // 32 bits: such shapes take the rungs below.
+  const bool wgmma = with_sm90a && sm == kWgmmaSm &&
+                     std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
   if (sixteen_bit && weight_rows && M <= kDecodeMaxRows && sm >= kMmaMinSm) {
     for (const GemvOverDecode& small : kGemvOverDecode) {
       if (M <= small.rows && N * K <= small.elements) return {"gemv", AutoRule::kGemv};
     }
-    const bool wgmma = with_sm90a && sm == kWgmmaSm &&
-                       std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
     if (!wgmma || plan_decode(p, p.sm_count).splits == 1) return {"decode_sm80", AutoRule::kDecodeSm80};
     return {"wgmma_sm90", AutoRule::kWgmmaDecode};
   }
   const int64_t gemv_rows = sixteen_bit ? kGemvMaxRows16Bit : kGemvMaxRowsWide;
   if (M <= gemv_rows && weight_rows) return {"gemv", AutoRule::kGemv};
-  if (with_sm90a && sm == kWgmmaSm) {
-    // wgmma_sm90's launcher refuses extents beyond 32 bits: such shapes take the rungs below.
-    const bool wgmma_extents = std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
-    if (sixteen_bit && wgmma_extents) return {"wgmma_sm90", AutoRule::kWgmma};
-    if (dtype == DType::kFloat32 && allow_tf32 && wgmma_extents &&
-        std::min(M, N) >= kWgmmaBlockM) {
-      return {"wgmma_sm90", AutoRule::kWgmmaTf32};
-    }
+  if (wgmma && sixteen_bit) return {"wgmma_sm90", AutoRule::kWgmma};
+  if (wgmma && dtype == DType::kFloat32 && allow_tf32 && std::min(M, N) >= kWgmmaBlockM) {
+    return {"wgmma_sm90", AutoRule::kWgmmaTf32};
   }
   if (sixteen_bit) {
     return sm >= kMmaMinSm ? AutoChoice{"mma_sm80", AutoRule::kMmaSm80}
