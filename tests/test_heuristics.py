@@ -28,7 +28,7 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     """The plan is one of the kernels the launcher instantiates (launch_layout, run_config)."""
     sixteen_bit = dtype != FP32
     tile, split, cluster = tuple(p["tile"]), p["split_k"], p["cluster"]
-    assert tile in {(128, 256), (64, 256)} | ({(64, 128)} if sixteen_bit else set()), p
+    assert tile in {(128, 256), (64, 256)} | ({(64, 128), (128, 128)} if sixteen_bit else set()), p
     assert p["consumers"] == tile[0] // 64
     assert split in (1, 2, 4, 8) and cluster in (1, 2)
     if split > 1:
@@ -106,11 +106,27 @@ def test_few_tiles_in_tf32_take_64x256_tiles():
     assert tuple(p["tile"]) == (64, 256) and p["split_k"] == 1
 
 
-def test_64x256_where_64x128_tiles_would_not_fit_in_a_wave():
-    # 256×8192×1024: 64 tiles of 128×256 (fewer than 66), 256 of 64×128 (more than 132), K too short
-    # (16 k-tiles) to split.
+def test_128x128_where_64x128_tiles_would_not_fit_in_a_wave():
+    # 256×8192×1024: 64 tiles of 128×256 (fewer than 66), 256 of 64×128 (more than 132), 128 of
+    # 128×128: one wave, paired along M.
     p = plan(256, 8192, 1024)
-    assert tuple(p["tile"]) == (64, 256) and p["split_k"] == 1
+    assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["consumers"] == 2
+    assert p["cluster"] == 2 and p["why"]["tile"].endswith("tiles of 128x128 do")
+
+
+def test_128x128_where_they_make_fewer_rounds():
+    # 1024×5632×2048: 176 tiles of 128×256 take 2 rounds of 132 SMs; 352 of 128×128 take 3, at
+    # about 6/10 of the time each. 2048×5632: 3 rounds against 6: 128×256.
+    p = plan(1024, 5632, 2048)
+    assert tuple(p["tile"]) == (128, 128) and "3 rounds" in p["why"]["tile"]
+    assert tuple(plan(2048, 5632, 2048)["tile"]) == (128, 256)
+
+
+def test_128x128_needs_more_than_64_rows_and_16_bit():
+    # 64 rows: a 128-row tile would be half empty; tf32 and fused row sums have no 128-column tile.
+    assert tuple(plan(64, 40000, 4096)["tile"]) != (128, 128)
+    assert tuple(plan(256, 8192, 1024, dtype=FP32)["tile"]) == (64, 256)
+    assert tuple(plan(256, 8192, 1024, row_sum=True)["tile"]) == (64, 256)
 
 
 def test_large_square_takes_paired_128x256_tiles():
@@ -120,22 +136,22 @@ def test_large_square_takes_paired_128x256_tiles():
     assert p["store"] == "tma" and not p["a"]["repack"] and not p["b"]["repack"]
 
 
-def test_one_wave_of_wide_tiles_runs_unpaired():
-    # 2048³: 128 tiles of 128×256, one each for 132 SMs: a pair's start costs more than it saves.
-    p = plan(2048, 2048, 2048)
-    assert tuple(p["tile"]) == (128, 256) and p["cluster"] == 1
-    assert "one wave" in p["why"]["cluster"]
+def test_one_wave_of_wide_tiles_runs_paired():
+    # 1024×4096×14336: 128 tiles of 128×256, one each for 132 SMs: pairs halve B's crossings from
+    # L2, which bounds the long loop.
+    p = plan(1024, 4096, 14336)
+    assert tuple(p["tile"]) == (128, 256) and p["cluster"] == 2
 
 
-def test_few_tiles_and_long_k_split_k():
-    # 512×4096×4096: 64 tiles of 128×256; split in two they fill 128 of 132 SMs in one wave.
+def test_few_tiles_and_long_k_take_128x128_tiles_not_split_k():
+    # 512×4096×4096: 64 tiles of 128×256; 128 of 128×128 fill 128 of 132 SMs in one wave.
     p = plan(512, 4096, 4096)
-    assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 2 and p["cluster"] == 1
+    assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == 2
     assert p["grid"] == 128
 
 
 @pytest.mark.parametrize("why, kwargs", [
-    ("short K", dict(M=512, N=4096, K=1024)),  # 16 k-tiles, fewer than 32
+    ("128x256 tiles", dict(M=4096, N=4096, K=4096)),
     ("tf32", dict(M=512, N=4096, K=4096, dtype=FP32)),
     ("row sums", dict(M=512, N=4096, K=4096, row_sum=True)),
 ])
@@ -167,7 +183,7 @@ def test_stream_k_mode_two_takes_one_round_more():
 @pytest.mark.parametrize("shape, tile, split", [
     ("1x1x128", (64, 128), 1), ("1x1", (64, 256), 1), ("2x1", (128, 256), 1), ("2x2", (128, 256), 2),
     ("2x2x256", (128, 256), 2), ("1x2x128", (64, 128), 2), ("1x4x128", (64, 128), 4),
-    ("1x8x128", (64, 128), 8),
+    ("1x8x128", (64, 128), 8), ("2x1x128", (128, 128), 1),
 ])
 def test_forced_shape_is_respected(shape, tile, split):
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:
@@ -176,7 +192,7 @@ def test_forced_shape_is_respected(shape, tile, split):
         assert "TORCH_GEMM_WGMMA_SHAPE" in p["why"]["tile"]
 
 
-@pytest.mark.parametrize("shape", ["3x1", "1x2", "2x1x128", "1x1x64", "x", "", "2", "1x3x128", "1x16x128",
+@pytest.mark.parametrize("shape", ["3x1", "1x2", "2x2x128", "1x1x64", "x", "", "2", "1x3x128", "1x16x128",
                                    "2x4"])
 def test_invalid_forced_shape_is_ignored(shape):
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:
@@ -200,8 +216,8 @@ def test_stream_k_off():
 
 
 def test_max_clusters_caps_the_grid_and_forces_stream_k():
-    # As tests/test_mm.py's stream-K test runs it: 3 clusters resident, small products.
-    p = plan(1900, 2600, 300, max_clusters="3")
+    # As tests/test_mm.py's stream-K test runs it: 3 clusters resident, small products on 128×256 tiles.
+    p = plan(1900, 2600, 300, max_clusters="3", shape="2x1")
     assert p["resident"] == 3 and p["stream_k"] and p["grid"] == 3 * p["cluster"]
 
 

@@ -196,14 +196,13 @@ WGMMA_SMALL_SHAPES = [(1, 1000, 1000, 1000), (1, 1000, 1001, 67), (2, 200, 700, 
                       (1, 64, 100, 1), (1, 130, 250, 127)]
 
 
-# wgmma_sm90 splits K in two (16-bit, K of at least 32 k-tiles, 128×256 tiles filling more than a
-# quarter and at most half of the SMs): the two blocks of a cluster each take half of K and
-# exchange their partial sums. On a 132-SM H100/H200: 40 tiles (K of 33 k-tiles: slices of 17 and
-# 16, C rows 16-byte aligned: TMA stores, an edge tile in N); C rows of 2001 elements (not 16-byte
-# aligned: stored from registers); batched; a prime K. The sums are added in a fixed order: the
-# same bits every run.
-WGMMA_SPLIT_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 384, 1024, 2048),
-                      (1, 700, 1800, 4099)]
+# wgmma_sm90 takes 128×128 tiles (two consumers of 64×128, 16-bit), paired along M, where the
+# 64×128 tiles are too many for one wave and the 128×128 ones fit in it or make fewer rounds than
+# 128×256 tiles. On a 132-SM H100/H200: 72–128 tiles in one wave, an edge tile in N (1104
+# columns); C rows of 2001 elements (not 16-byte aligned: stored from registers); batched; a prime
+# K; 360 tiles in 3 rounds with 9 tile rows (a pair with one tile past M).
+WGMMA_MEDIUM_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 384, 1024, 2048),
+                       (1, 700, 1800, 4099), (1, 1100, 5000, 1000)]
 
 
 # wgmma_sm90 splits each 64×128 tile along K in 2, 4 or 8 slices (a cluster) where even those tiles
@@ -217,11 +216,24 @@ WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 4096), (1, 128, 4096, 2048), (1, 16, 2
                             (1, 30, 1001, 9001), (3, 40, 1024, 4096), (1, 100, 2048, 3000)]
 
 
-def test_small_split_shapes_take_their_path():
-    """The shapes above reach the split 64×128 tiles on 132 SMs (the plan is CPU code)."""
-    for batch, M, N, K in WGMMA_SMALL_SPLIT_SHAPES:
-        p = torch_gemm._C.sm90_plan(M, N, K, batch=batch, sm_count=132)
-        assert tuple(p["tile"]) == (64, 128) and p["split_k"] > 1, (batch, M, N, K, p["why"])
+# What each path's shapes must get from the plan on a 132-SM H100/H200 (66 pairs resident).
+WGMMA_PATH_PLANS = {
+    "small_tiles": (lambda: WGMMA_SMALL_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] == 1),
+    "medium_tiles": (lambda: WGMMA_MEDIUM_SHAPES,
+                     lambda p: tuple(p["tile"]) == (128, 128) and p["cluster"] == 2),
+    "small_split_k": (lambda: WGMMA_SMALL_SPLIT_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] > 1),
+    "stream_k": (lambda: WGMMA_STREAM_K_SHAPES, lambda p: tuple(p["tile"]) == (128, 256) and p["stream_k"]),
+}
+
+
+@pytest.mark.parametrize("path", list(WGMMA_PATH_PLANS))
+def test_sixteen_bit_shapes_take_their_path(path):
+    """The shapes of each path reach it on 132 SMs (the plan is CPU code), so that a change of the
+    rule cannot leave a path untested."""
+    shapes, reached = WGMMA_PATH_PLANS[path]
+    for batch, M, N, K in shapes():
+        p = torch_gemm._C.sm90_plan(M, N, K, batch=batch, sm_count=132, max_active_clusters=66)
+        assert reached(p), (path, batch, M, N, K, p["why"])
 
 
 # wgmma_sm90 deals the turns of a last, partial round of its 128×256 tile pairs out to every
@@ -229,16 +241,16 @@ def test_small_split_shapes_take_their_path():
 # leaves its sums in the workspace for the one with them. On a 132-SM H100/H200 (66 pairs
 # resident): 136 turns (4 left over, 64 k-tiles each: pieces of ~4 k-tiles, up to 17 clusters a
 # tile); edge tiles in M and N and a pair with one tile past M (2100 rows: 17 tile rows); C rows
-# of 4001 elements (stored from registers); batched; a prime K.
+# of 4001 elements (stored from registers); batched (9 tile rows a batch); a prime K.
 WGMMA_STREAM_K_SHAPES = [(1, 2048, 4352, 4096), (1, 2100, 4000, 2600), (1, 2200, 4001, 2600),
-                         (3, 1024, 1536, 2304), (1, 2048, 4352, 4099)]
+                         (3, 1152, 2560, 4096), (1, 2048, 4352, 4099)]
 
 
 # Per 16-bit path: its shapes, and the linear_tiled shapes for a bias (64×128: in both epilogues;
 # split K: the bias enters through one slice; stream-K: through the piece with the last k-tiles).
 WGMMA_SIXTEEN_BIT_PATHS = {
     "small_tiles": (WGMMA_SMALL_SHAPES, [(1000, 1000, 1000), (130, 250, 127)]),
-    "split_k": (WGMMA_SPLIT_SHAPES, [(1024, 1104, 2100), (1000, 2001, 2500)]),
+    "medium_tiles": (WGMMA_MEDIUM_SHAPES, [(1024, 1104, 2100), (1000, 2001, 2500)]),
     "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 4099), (20, 1000, 8200)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(2048, 4352, 4096), (2200, 4001, 2600)]),
 }
@@ -300,9 +312,18 @@ def test_wgmma_forced_small_split(shape):
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": shape})
 
 
+# 128×256 tiles split along K in two (TORCH_GEMM_WGMMA_SHAPE=2x2; the plan takes 128×128 tiles
+# there): K of 33 k-tiles (slices of 17 and 16), C rows of 2001 elements (stored from registers),
+# a prime K.
+@requires_cuda
+def test_wgmma_forced_wide_split():
+    check_wgmma_under_env("forced_wide_split", [(1024, 1104, 2100), (1000, 2001, 2500), (700, 1800, 4099)],
+                          LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": "2x2"})
+
+
 # Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that small products take several
 # whole turns a cluster and then pieces, in both of its modes (the last partial round; that and
-# one round more), paired and unpaired.
+# one round more), paired and unpaired, on the 128×256 tiles that stream-K takes.
 @requires_cuda
 @pytest.mark.parametrize("env", ["3:1:0", "5:1:0", "3:2:0", "4:1:1", "7:2:1"])
 def test_wgmma_stream_k_few_clusters(env):
@@ -311,4 +332,4 @@ def test_wgmma_stream_k_few_clusters(env):
     check_wgmma_under_env(f"stream_k {env}", [(1900, 2600, 300), (2100, 2000, 333), (1300, 2600, 1031), (1024, 2304, 200)],
                           ("contiguous", "both_t"),
                           {"TORCH_GEMM_WGMMA_MAX_CLUSTERS": clusters, "TORCH_GEMM_WGMMA_STREAM_K": mode,
-                           "TORCH_GEMM_WGMMA_CLUSTER": unpaired})
+                           "TORCH_GEMM_WGMMA_CLUSTER": unpaired, "TORCH_GEMM_WGMMA_SHAPE": "2x1"})

@@ -12,8 +12,8 @@ namespace torch_gemm {
 
 // The tile and pipeline for operand type T (bf16/fp16, or fp32 read as tf32), kConsumers
 // consumer warpgroups (2: 128-row tiles; 1: 64-row tiles, twice as many, for shapes whose 128-row
-// tiles would leave most SMs idle) and kMmaN columns (256; or 128, 16-bit on 64-row tiles only,
-// twice as many tiles again: see choose_shape in the launcher). Every size is in bytes of 128-byte
+// tiles would leave most SMs idle) and kMmaN columns (256; or 128, 16-bit only, twice as many
+// tiles again: see choose_shape in heuristics.cpp). Every size is in bytes of 128-byte
 // swizzled rows, so the 16-bit and tf32 kernels share one shape: a k-tile is one 128-byte row of K
 // (64 or 32 elements), a wgmma reads 32 bytes of it.
 template <typename T, int kConsumers_ = 2, int kMmaN_ = 256>
@@ -30,16 +30,15 @@ struct WgmmaConfig {
   static constexpr int kBlockM = kConsumers * kMmaM;  // 128 (or 64) rows of C per tile
   static constexpr int kBlockN = kMmaN;               // 256 (or 128) columns of C per tile
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
-  static_assert(kMmaN == 256 || (kMmaN == 128 && kConsumers == 1 && !kTf32),
-                "128-column tiles: 16-bit, one consumer");
+  static_assert(kMmaN == 256 || (kMmaN == 128 && !kTf32), "128-column tiles: 16-bit");
   static_assert(kBlockM == (kConsumers == 2 ? kWgmmaBlockM : kWgmmaNarrowBlockM) &&
                     kBlockN == (kMmaN == 256 ? kWgmmaBlockN : kWgmmaSmallBlockN),
                 "tiles.h tells auto and the plan the tiles");
   // k-tiles in flight, 48 KB each (40 KB with one consumer): 4 leave room for two 8 KB epilogue
   // boxes per consumer, or 4–8 with one (3 stages beside a whole-tile ring of boxes were no
   // faster, benchmarks/NOTES.md). 64×128 tiles take 24 KB a k-tile: 8 in flight, on shapes whose
-  // loop waits on L2.
-  static constexpr int kStages = kMmaN == 256 ? 4 : 8;
+  // loop waits on L2. 128×128 tiles take 32 KB: 6, beside a whole tile of boxes.
+  static constexpr int kStages = kMmaN == 256 ? 4 : (kConsumers == 1 ? 8 : 6);
   // The first tile's first k-tiles are copied from the kernel's prologue, ahead of the producer
   // loop (see the kernel): kEarlyFirst of them before the start barrier, the rest of
   // kEarlyStages right after it, multicast on one-consumer tiles (on two-consumer tiles, whose

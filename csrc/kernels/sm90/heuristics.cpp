@@ -13,9 +13,10 @@ namespace {
 
 using F = KernelFacts;
 
-// Split-K only where K has at least this many k-tiles: below it the partials' exchange and the
-// first copies without multicast cost more than halving the loop saves (benchmarks/NOTES.md).
-constexpr int64_t kSplitMinKTiles = 32;
+// A 128×128 tile costs about this many tenths of a 128×256 one (H100, bf16, session 22 in
+// benchmarks/NOTES.md: 0.58–0.64), so that its twice as many tiles pay where they make fewer
+// rounds of the resident blocks: ⌈tiles₁₂₈ / SMs⌉ · 6 < ⌈tiles₂₅₆ / SMs⌉ · 10.
+constexpr int64_t kMediumTileCostTenths = 6;
 // A split 64×128 tile keeps at least this many k-tiles in each slice: fewer, and a block's
 // start and its partials' exchange outweigh its share of the loop.
 constexpr int64_t kSmallSplitMinKTiles = 16;
@@ -144,8 +145,10 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
   const int fields =
       shape == nullptr ? 0 : std::sscanf(shape, "%dx%dx%d", &consumers, &split_k, &block_n);
-  const bool small = block_n == kWgmmaSmallBlockN && consumers == 1 &&
-                     (split_k == 1 || split_k == 2 || split_k == 4 || split_k == F::kMaxSmallSlices);
+  const bool small = block_n == kWgmmaSmallBlockN &&
+                     ((consumers == 1 && (split_k == 1 || split_k == 2 || split_k == 4 ||
+                                          split_k == F::kMaxSmallSlices)) ||
+                      (consumers == 2 && split_k == 1));
   const bool split = split_k == F::kSplitSlices && consumers == 2 && block_n == kWgmmaBlockN;
   if (fields >= 2 && (consumers == 1 || consumers == 2) && (split_k == 1 || split || small) &&
       (block_n == kWgmmaBlockN || small)) {
@@ -163,11 +166,11 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // one wave: twice the blocks again draw operands from L2, which bounds these shapes' loops, and
 // each has half the epilogue; where even those leave half the SMs idle (a few hundred rows and
 // fewer against a weight), each 64×128 tile is split along K in 2, 4 or 8 slices, as many as fit
-// in one wave of clusters, so that more SMs stream a part of B. Else split-K where the tiles would leave
-// most SMs idle and K is long: two K slices of each 128×256 tile where their blocks then fill
-// more than half the SMs and fit in one wave. The 64×256 tiles are never split: wherever twice
-// their count fits in one wave so do the 64×128 tiles, which were faster. (Measurements:
-// benchmarks/NOTES.md.)
+// in one wave of clusters, so that more SMs stream a part of B. Where the 64×128 tiles are too
+// many for one wave, 16-bit products of more than 64 rows take 128×128 tiles (two consumers of
+// 64×128) where those fit in one wave (and so fill more than half of it), or where they make
+// fewer rounds than the 128×256 tiles at kMediumTileCostTenths a tile: a few hundred to a few
+// thousand rows against a weight. (Measurements: benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
@@ -176,11 +179,13 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   // Tiles over the batch (fewer than C's elements: no overflow).
   shape.wide_tiles = wide_m * tiles_n * p.batch;
   shape.small_tiles = narrow_m * ceil_div(p.N, kWgmmaSmallBlockN) * p.batch;
-  const int64_t wide = shape.wide_tiles;
+  shape.medium_tiles = wide_m * ceil_div(p.N, kWgmmaSmallBlockN) * p.batch;
+  const int64_t wide = shape.wide_tiles, medium = shape.medium_tiles;
   shape.consumers = wide < sms / 2 ? 1 : 2;
   shape.tile_rule = shape.consumers == 1 ? TileRule::kNarrow : TileRule::kWide;
   const bool splittable = can_split(p);
   const int64_t k_tiles = ceil_div(p.K, k_tile_elements(p));
+  const auto rounds = [sms](int64_t tiles) { return ceil_div(tiles, sms); };
   if (splittable && shape.consumers == 1 && shape.small_tiles <= sms) {
     shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
     shape.tile_rule = TileRule::kSmall;
@@ -191,10 +196,11 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     int split = 1;
     while (split < F::kMaxSmallSlices && fits(split * 2)) split *= 2;
     if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kSmallSplit;
-  } else if (splittable && k_tiles >= kSplitMinKTiles &&
-             wide * F::kSplitSlices <= sms && wide * F::kSplitSlices * 2 > sms) {
-    shape.consumers = 2, shape.split_k = F::kSplitSlices;
-    shape.tile_rule = TileRule::kSplit;
+  } else if (splittable && narrow_m >= 2 &&
+             (medium <= sms ||
+              rounds(medium) * kMediumTileCostTenths < rounds(wide) * 10)) {
+    shape.consumers = 2, shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
+    shape.tile_rule = TileRule::kMedium;
   }
   if (o.consumers != 0) {
     shape.consumers = o.consumers;
@@ -202,20 +208,15 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     if (splittable) shape.split_k = o.split_k, shape.block_n = o.block_n;
     shape.tile_rule = TileRule::kForced;
   }
-  const bool two = shape.consumers == 2;
-  // With clusters each block copies (and multicasts) half of B's rows. That pays where a block
-  // walks several tiles; where every block has one 128×256 tile the pair's start and its stages
-  // waiting on both blocks' copies cost more. On 64-row tiles, whose B is most of the bytes
-  // copied, pairs pay even so (at worst they lose a little).
-  const bool one_wave_of_wide = two && wide <= sms;
+  // With clusters each block copies (and multicasts) half of B's rows, so B crosses from L2 once
+  // a pair: that pays on every tile shape, one wave of tiles included (where L2's bandwidth bounds
+  // a long loop; session 22 in benchmarks/NOTES.md).
   if (shape.split_k != 1) {
     shape.cluster_rule = ClusterRule::kSplitK;
   } else if (!o.clusters) {
     shape.cluster_rule = ClusterRule::kOff;
-  } else if ((two ? wide_m : narrow_m) < 2) {
+  } else if ((shape.consumers == 2 ? wide_m : narrow_m) < 2) {
     shape.cluster_rule = ClusterRule::kOneTileRow;
-  } else if (one_wave_of_wide) {
-    shape.cluster_rule = ClusterRule::kOneWave;
   } else {
     shape.cluster_rule = ClusterRule::kPairs;
   }
@@ -449,6 +450,14 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   switch (s.tile_rule) {
     case TileRule::kWide:
       r.tile = "128x256, two consumer warpgroups: the " + wide + " fill at least " + half;
+      if (can_split(p)) {
+        const int64_t wide_rounds = ceil_div(s.wide_tiles, sms);
+        r.tile += ", in " + str(wide_rounds) + (wide_rounds == 1 ? " round" : " rounds") +
+                  ", where the " +
+                  str(s.medium_tiles) + " tiles of 128x128 would take " +
+                  str(ceil_div(s.medium_tiles, sms)) + " at about " +
+                  str(kMediumTileCostTenths) + "/10 of the time each";
+      }
       break;
     case TileRule::kNarrow:
       r.tile = "64x256, one consumer warpgroup: " + wide + " would leave more than " + half +
@@ -471,9 +480,16 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                "(about 7/8 of " + str(sms) + " / " + str(s.split_k) + " resident) with at least " +
                str(kSmallSplitMinKTiles) + " k-tiles each";
       break;
-    case TileRule::kSplit:
-      r.tile = "128x256, split in two along K: the " + wide + " are too few for the " + str(sms) +
-               " SMs, but twice as many blocks fill more than half of them in one wave";
+    case TileRule::kMedium:
+      r.tile = "128x128, two consumer warpgroups: the " + str(s.small_tiles) +
+               " tiles of 64x128 would not fit in one wave, and the " + str(s.medium_tiles) +
+               " tiles of 128x128 " +
+               (s.medium_tiles <= sms
+                    ? "do"
+                    : "make " + str(ceil_div(s.medium_tiles, sms)) + " rounds of the " + str(sms) +
+                          " SMs, at about " + str(kMediumTileCostTenths) +
+                          "/10 of a 128x256 tile's time, where the " + wide + " make " +
+                          str(ceil_div(s.wide_tiles, sms)));
       break;
     case TileRule::kForced:
       r.tile = tile_name(s.block_m(), s.block_n) + ": forced by TORCH_GEMM_WGMMA_SHAPE";
@@ -496,13 +512,10 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                     ? "none: the " + str(s.small_tiles) + " tiles of 64x128 fill half of the SMs"
                     : "none: K's " + str(k_tiles) + " k-tiles are fewer than " +
                           str(2 * kSmallSplitMinKTiles) + ", too short to split in two";
-  } else if (s.wide_tiles * F::kSplitSlices > sms) {
-    r.split_k = "none: the " + wide + " split in two would not fit in one wave";
-  } else if (s.wide_tiles * F::kSplitSlices * 2 <= sms) {
-    r.split_k = "none: split in two, the " + wide + " would still leave " + half + " idle";
   } else {
-    r.split_k = "none: K's " + str(k_tiles) + " k-tiles are fewer than " +
-                str(kSplitMinKTiles) + ", too short for the exchange of partial sums to pay";
+    r.split_k = "none: only 64x128 tiles are split where the plan chooses (their products leave "
+                "the SMs idle without it); 128x256 tiles in two slices with "
+                "TORCH_GEMM_WGMMA_SHAPE=2x2";
   }
 
   switch (s.cluster_rule) {
@@ -518,10 +531,6 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     case ClusterRule::kOneTileRow:
       r.cluster = "single blocks: one tile row, nothing to pair along M";
-      break;
-    case ClusterRule::kOneWave:
-      r.cluster = "single blocks: every block has one 128x256 tile (one wave), where a pair's "
-                  "start and its stages waiting on both blocks cost more than sharing B saves";
       break;
   }
 

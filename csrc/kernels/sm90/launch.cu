@@ -300,7 +300,7 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
                 std::to_string(kClusterM) + " fits on the device"};
   }
   WgmmaParams run = wp;
-  if constexpr (!Config::kTf32 && kConsumers == 2 && kSplitK == 1) {
+  if constexpr (!Config::kTf32 && kConsumers == 2 && kMmaN == kWgmmaBlockN && kSplitK == 1) {
     run.sk_turns = grid.sk_turns;
     if (run.sk_turns > 0) {
       // Every slot's flag starts at zero (each launch: a slot's partial is written once).
@@ -372,7 +372,8 @@ struct WgmmaLauncher {
       if (!plan.fits_int) return refuse("extents past 32 bits");
       if constexpr (!std::is_same_v<T, float>) {
         if (plan.shape.block_n == kWgmmaSmallBlockN) {
-          return run_config<1, kWgmmaSmallBlockN>(plan, p, stream);
+          return plan.shape.consumers == 1 ? run_config<1, kWgmmaSmallBlockN>(plan, p, stream)
+                                           : run_config<2, kWgmmaSmallBlockN>(plan, p, stream);
         }
       }
       return plan.shape.consumers == 1 ? run_config<1, kWgmmaBlockN>(plan, p, stream)
