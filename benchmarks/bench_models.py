@@ -38,6 +38,11 @@ PASSES = ("fwd", "dx", "dw", "fwd+bwd")
 BANDS = (("1-64", 1, 64), ("128-512", 128, 512), (">=1024", 1024, 1 << 62))
 ROW_KEY = ("width", "n", "k", "tokens", "dtype", "pass")
 ROW_FIELDS = ROW_KEY + ("projection", "ms", "torch_ms", "ratio")
+# Decode: a few tokens against a large weight, a product bound by streaming the weight once. Its
+# forward is also timed against a device copy of the weight's bytes in the same interleaved reps,
+# and reported as the fraction of the copy's bandwidth (read + write) it reaches.
+DECODE_MAX_TOKENS = 16
+DECODE_MIN_WEIGHT = 4096 * 4096
 # The budget of one measurement: the grid has thousands, and the larger products run for
 # milliseconds, so a fraction of do_bench's default still gives tens of reps.
 DEFAULT_TIMING = timing.Timing(warmup_ms=5.0, rep_ms=25.0)
@@ -71,9 +76,21 @@ def cases(projs: Sequence[Projection], tokens: Sequence[int], dtype_names: Seque
     return everything[index - 1::count]
 
 
+def is_decode(tokens: int, n: int, k: int) -> bool:
+    return tokens <= DECODE_MAX_TOKENS and n * k >= DECODE_MIN_WEIGHT
+
+
+def copy_fraction(tokens: int, n: int, k: int, element_bytes: int, ms: float, copy_ms: float) -> float:
+    """The forward's bandwidth (x, W and y once each) as a fraction of the copy's (W read and
+    written in copy_ms)."""
+    moved = (tokens * k + n * k + tokens * n) * element_bytes
+    return (moved / ms) / (2 * n * k * element_bytes / copy_ms)
+
+
 def pass_fns(proj: Projection, tokens: int, dtype: torch.dtype, dev: torch.device
-             ) -> dict[str, tuple[Callable[[], object], Callable[[], object]]]:
-    """(ours, torch's) for each pass, on one set of inputs shared by both."""
+             ) -> dict[str, tuple[Callable[[], object], ...]]:
+    """(ours, torch's) for each pass, on one set of inputs shared by both; for a decode forward
+    also the copy of the weight's bytes."""
     x = torch.randn(tokens, proj.k, device=dev, dtype=dtype)
     w = torch.randn(proj.n, proj.k, device=dev, dtype=dtype) / math.sqrt(proj.k)
     g = torch.randn(tokens, proj.n, device=dev, dtype=dtype)
@@ -85,8 +102,12 @@ def pass_fns(proj: Projection, tokens: int, dtype: torch.dtype, dev: torch.devic
             linear(xg, wg).backward(g)
         return run
 
+    fwd = (lambda: torch_gemm.linear_tiled(x, w), lambda: F.linear(x, w))
+    if is_decode(tokens, proj.n, proj.k):
+        copy = torch.empty_like(w)
+        fwd += (lambda: copy.copy_(w),)
     return {
-        "fwd": (lambda: torch_gemm.linear_tiled(x, w), lambda: F.linear(x, w)),
+        "fwd": fwd,
         "dx": (lambda: torch_gemm.mm_tiled(g, w), lambda: torch.mm(g, w)),
         "dw": (lambda: torch_gemm.mm_tiled(g.t(), x), lambda: torch.mm(g.t(), x)),
         "fwd+bwd": (fwd_bwd(torch_gemm.linear_tiled), fwd_bwd(F.linear)),
@@ -99,10 +120,15 @@ def measure(todo: Sequence[tuple[Projection, int, str]], passes: Sequence[str], 
     for proj, tokens, dtype_name in todo:
         fns = pass_fns(proj, tokens, dtypes.TORCH_DTYPES[dtype_name], dev)
         for name in passes:
-            ours, theirs = fns[name]
-            ms, torch_ms = timing.time_interleaved([ours, theirs], dev, budget)
-            rows.append(dict(width=proj.width, n=proj.n, k=proj.k, tokens=tokens, dtype=dtype_name, **{"pass": name},
-                             projection=proj.name, ms=ms, torch_ms=torch_ms, ratio=torch_ms / ms))
+            times = timing.time_interleaved(list(fns[name]), dev, budget)
+            ms, torch_ms = times[:2]
+            row = dict(width=proj.width, n=proj.n, k=proj.k, tokens=tokens, dtype=dtype_name, **{"pass": name},
+                       projection=proj.name, ms=ms, torch_ms=torch_ms, ratio=torch_ms / ms)
+            if len(times) == 3:
+                element_bytes = torch.empty((), dtype=dtypes.TORCH_DTYPES[dtype_name]).element_size()
+                row.update(copy_ms=times[2], copy_fraction=copy_fraction(tokens, proj.n, proj.k, element_bytes,
+                                                                         ms, times[2]))
+            rows.append(row)
         progress.step(f"{proj.name} {tokens}x{proj.k}->{proj.n} {dtype_name}")
         del fns
     return rows
@@ -126,12 +152,31 @@ def summary(rows: Sequence[dict], worst: int = 3) -> str:
         named = ", ".join(f"{r['tokens']}x{r['k']}->{r['n']} {r['ratio']:.2f}" for r in low)
         lines.append([dtype_name, name, band, str(len(group)), f"{geomean:.3f}", f"{min(ratios):.3f}", named])
     header = ["dtype", "pass", "tokens", "shapes", "geomean", "min", "worst (tokens x in -> out ratio)"]
-    return table.fixed_width(header, lines, numeric={3, 4, 5}) + "\n" + table.legend([
+    return table.fixed_width(header, lines, numeric={3, 4, 5}) + "\n" + decode_summary(rows, worst) + table.legend([
         ("ratio", "torch ms / ours, same inputs, same run, interleaved rep by rep (> 1: ours faster)"),
         ("fwd", "linear_tiled(x, W) against F.linear (NT)"),
         ("dx / dw", "mm_tiled(grad, W) (NN) / mm_tiled(grad.T, x) (TN) against torch.mm"),
         ("fwd+bwd", "y = linear_tiled(x, W); y.backward(grad) against F.linear's, x and W requiring grad"),
+        ("decode", f"forward of <= {DECODE_MAX_TOKENS} tokens, N*K >= 4096^2: bandwidth (x, W, y once) / a copy's "
+                   "of W (read + write), timed in the same reps"),
     ])
+
+
+def decode_summary(rows: Sequence[dict], worst: int = 3) -> str:
+    """Per dtype, the decode forwards' fraction of the copy bandwidth (min, worst shapes named) and
+    their ratio to torch (geomean); empty where the rows have none."""
+    by_dtype: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        if r.get("copy_fraction") is not None:
+            by_dtype[r["dtype"]].append(r)
+    lines = []
+    for dtype_name, group in sorted(by_dtype.items()):
+        geomean = math.exp(sum(math.log(r["ratio"]) for r in group) / len(group))
+        low = sorted(group, key=lambda r: r["copy_fraction"])[:worst]
+        named = ", ".join(f"{r['tokens']}x{r['k']}->{r['n']} {r['copy_fraction']:.2f}" for r in low)
+        lines.append(f"decode {dtype_name}: {len(group)} shapes, copy bandwidth fraction min "
+                     f"{min(r['copy_fraction'] for r in group):.3f} ({named}), ratio to torch geomean {geomean:.3f}\n")
+    return "".join(lines)
 
 
 def heatmap(rows: Sequence[dict], path: Path, title: str) -> Optional[Path]:

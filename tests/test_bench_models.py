@@ -35,3 +35,20 @@ def test_summary_by_band_names_the_worst_shape():
     band_1_64 = next(line for line in text.splitlines() if " 1-64 " in line)
     assert "1.000" in band_1_64 and "0.500" in band_1_64 and "1x4096->1024 0.50" in band_1_64
     assert "torch ms / ours" in text
+
+
+def test_decode_rows_report_the_copy_bandwidth_fraction():
+    assert bench_models.is_decode(16, 4096, 4096) and not bench_models.is_decode(17, 4096, 4096)
+    assert not bench_models.is_decode(1, 1024, 4096)
+    # The weight alone, read once in the time a copy reads and writes it: half the copy's bandwidth.
+    assert abs(bench_models.copy_fraction(0, 4096, 4096, 2, ms=1.0, copy_ms=1.0) - 0.5) < 1e-12
+    assert bench_models.copy_fraction(1, 4096, 4096, 2, ms=1.0, copy_ms=2.0) > 1.0
+    rows = [dict(width=4096, n=4096, k=4096, tokens=t, dtype="bfloat16", **{"pass": "fwd"}, projection="q/o",
+                 ms=1.0, torch_ms=r, ratio=r, copy_ms=2 * f, copy_fraction=f)
+            for t, r, f in ((1, 1.2, 0.9), (16, 1.1, 0.8))]
+    text = bench_models.summary(rows)
+    line = next(line for line in text.splitlines() if line.startswith("decode bfloat16"))
+    assert "2 shapes" in line and "min 0.800" in line and "16x4096->4096 0.80" in line
+    assert f"geomean {(1.2 * 1.1) ** 0.5:.3f}" in line
+    plain = bench_models.summary([dict(rows[0], copy_fraction=None)])
+    assert not any(line.startswith("decode ") for line in plain.splitlines())
