@@ -107,9 +107,9 @@ def test_few_tiles_in_tf32_take_64x256_tiles():
 
 
 def test_128x128_where_64x128_tiles_would_not_fit_in_a_wave():
-    # 256×8192×1024: 64 tiles of 128×256 (fewer than 66), 256 of 64×128 (more than 132), 128 of
-    # 128×128: one wave, paired along M.
-    p = plan(256, 8192, 1024)
+    # 256×8192×2048: 64 tiles of 128×256 (fewer than 66), 256 of 64×128 (more than 132), 128 of
+    # 128×128: one wave, paired along M (32 k-tiles).
+    p = plan(256, 8192, 2048)
     assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["consumers"] == 2
     assert p["cluster"] == 2 and p["why"]["tile"].endswith("tiles of 128x128 do")
 
@@ -141,6 +141,14 @@ def test_one_wave_of_wide_tiles_runs_paired():
     # L2, which bounds the long loop.
     p = plan(1024, 4096, 14336)
     assert tuple(p["tile"]) == (128, 256) and p["cluster"] == 2
+
+
+def test_one_wave_with_short_k_or_tf32_runs_unpaired():
+    # 2048×2048×1024: 128 tiles of 128×256 with 16 k-tiles: a pair's start costs more than it saves.
+    p = plan(2048, 2048, 1024)
+    assert tuple(p["tile"]) == (128, 256) and p["cluster"] == 1 and "16 k-tiles" in p["why"]["cluster"]
+    p = plan(1024, 4096, 14336, dtype=FP32)
+    assert p["cluster"] == 1 and "tf32" in p["why"]["cluster"]
 
 
 def test_few_tiles_and_long_k_take_128x128_tiles_not_split_k():

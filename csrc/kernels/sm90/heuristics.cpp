@@ -17,6 +17,9 @@ using F = KernelFacts;
 // benchmarks/NOTES.md: 0.58–0.64), so that its twice as many tiles pay where they make fewer
 // rounds of the resident blocks: ⌈tiles₁₂₈ / SMs⌉ · 6 < ⌈tiles₂₅₆ / SMs⌉ · 10.
 constexpr int64_t kMediumTileCostTenths = 6;
+// Pairs on one wave of two-consumer tiles: 16-bit, K of at least this many k-tiles (session 22:
+// 32 and more equal or faster paired; session 9: 16 slower).
+constexpr int64_t kPairOneWaveMinKTiles = 32;
 // A split 64×128 tile keeps at least this many k-tiles in each slice: fewer, and a block's
 // start and its partials' exchange outweigh its share of the loop.
 constexpr int64_t kSmallSplitMinKTiles = 16;
@@ -209,14 +212,23 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     shape.tile_rule = TileRule::kForced;
   }
   // With clusters each block copies (and multicasts) half of B's rows, so B crosses from L2 once
-  // a pair: that pays on every tile shape, one wave of tiles included (where L2's bandwidth bounds
-  // a long loop; session 22 in benchmarks/NOTES.md).
+  // a pair. That pays wherever a block walks several tiles, and on 64-row tiles, whose B is most
+  // of the bytes copied. Where every block has one two-consumer tile (one wave), it pays for a
+  // 16-bit loop of at least kPairOneWaveMinKTiles, which L2's bandwidth bounds; with a shorter K,
+  // or tf32 (not measured), the pair's start and its stages waiting on both blocks' copies cost
+  // more (benchmarks/NOTES.md, sessions 9 and 22).
+  const int64_t tiles_of_shape =
+      (shape.consumers == 2 ? wide_m : narrow_m) * ceil_div(p.N, shape.block_n) * p.batch;
+  const bool one_short_wave = shape.consumers == 2 && tiles_of_shape <= sms &&
+                              (!sixteen_bit(p) || k_tiles < kPairOneWaveMinKTiles);
   if (shape.split_k != 1) {
     shape.cluster_rule = ClusterRule::kSplitK;
   } else if (!o.clusters) {
     shape.cluster_rule = ClusterRule::kOff;
   } else if ((shape.consumers == 2 ? wide_m : narrow_m) < 2) {
     shape.cluster_rule = ClusterRule::kOneTileRow;
+  } else if (one_short_wave) {
+    shape.cluster_rule = ClusterRule::kOneWave;
   } else {
     shape.cluster_rule = ClusterRule::kPairs;
   }
@@ -531,6 +543,14 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     case ClusterRule::kOneTileRow:
       r.cluster = "single blocks: one tile row, nothing to pair along M";
+      break;
+    case ClusterRule::kOneWave:
+      r.cluster = "single blocks: every block has one tile (one wave) " +
+                  (sixteen_bit(p) ? "and K only " + str(plan.k_tiles) + " k-tiles (fewer than " +
+                                        str(kPairOneWaveMinKTiles) + ")"
+                                  : std::string("of tf32")) +
+                  ", where a pair's start and its stages waiting on both blocks cost more than "
+                  "sharing B saves";
       break;
   }
 

@@ -48,7 +48,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 
 // Which rule set the tile and the clusters (for explain's reasons).
 enum class TileRule { kWide, kNarrow, kSmall, kSmallSplit, kMedium, kForced };
-enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow };
+enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave };
 
 // How a product is spread over the blocks: the tile (consumers × 64 rows, block_n columns),
 // pairs of blocks sharing B (clusters), or split_k slices of K per 128×256 or 64×128 tile.
