@@ -1,0 +1,236 @@
+"""wgmma_sm90's plan against its alternatives: the 16-bit projections of decoder models timed under
+every tile option the plan chooses among, and the rule's constants fitted from those times.
+
+Each option is forced through TORCH_GEMM_WGMMA_SHAPE / _CLUSTER, which the launcher reads once a
+process, so each runs in a process of its own (this script with --worker). The fit gives the
+constants of csrc/kernels/sm90/heuristics.cpp: kMediumTileCostTenths (a 128×128 tile's time in
+tenths of a 128×256 tile's, from shapes timed on both) and kPairOneWaveMinKTiles (the shortest K,
+in k-tiles, from which pairs sharing B are no slower on one wave of two-consumer tiles); and it
+scores the plan: auto's time against the best option's, per shape.
+
+    python benchmarks/tune_plan.py                     # time the grid, fit, write <gpu>-plan.json
+    python benchmarks/tune_plan.py --fit FILE.json     # the fit and the score of a record
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+
+import bench_models
+from harness import cli, device as hdevice, dtypes, records, table, timing
+
+# Option name → the overrides that force it ("auto": none, the plan's own choice).
+OPTIONS = {
+    "auto": {},
+    "128x256": {"TORCH_GEMM_WGMMA_SHAPE": "2x1"},
+    "128x256-unpaired": {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_CLUSTER": "1"},
+    "128x128": {"TORCH_GEMM_WGMMA_SHAPE": "2x1x128"},
+    "128x128-unpaired": {"TORCH_GEMM_WGMMA_SHAPE": "2x1x128", "TORCH_GEMM_WGMMA_CLUSTER": "1"},
+    "64x256": {"TORCH_GEMM_WGMMA_SHAPE": "1x1"},
+    "64x128": {"TORCH_GEMM_WGMMA_SHAPE": "1x1x128"},
+    "64x128-split2": {"TORCH_GEMM_WGMMA_SHAPE": "1x2x128"},
+}
+# The grid: bench_models' projections of these widths, as forward (NT), dx (NN) and dW (TN)
+# products, for token counts where the plan's tiles matter (fewer go to the decode kernels).
+WIDTHS = (2048, 4096, 5120)
+KV_WIDTHS = (512, 1024)
+MLP_WIDTHS = (5632, 14336)
+TOKENS = (128, 256, 512, 1024, 2048, 4096)
+ROW_KEY = ("M", "N", "K", "layout", "dtype", "option")
+ROW_FIELDS = ROW_KEY + ("ms",)
+K_TILE_BYTES = 128  # a k-tile is one 128-byte row of K (sm90/heuristics.h)
+# A measurement's budget: hundreds of products times every option, each tens of µs to a ms.
+DEFAULT_TIMING = timing.Timing(warmup_ms=5.0, rep_ms=20.0)
+# Within this of the best option, a pick counts as the best (the timer's run-to-run noise).
+SAME_WITHIN = 0.03
+
+
+def grid_products(widths: Sequence[int], tokens: Sequence[int]) -> list[tuple[int, int, int, str]]:
+    """(M, N, K, layout) of every projection's forward, dx and dW products, without repeats."""
+    found = []
+    for proj in bench_models.projections(widths, KV_WIDTHS, MLP_WIDTHS):
+        for t in tokens:
+            found += [(t, proj.n, proj.k, "NT"), (t, proj.k, proj.n, "NN"), (proj.n, proj.k, t, "TN")]
+    return list(dict.fromkeys(found))
+
+
+def operands(M: int, N: int, K: int, layout: str, dtype: torch.dtype, dev: torch.device):
+    a = torch.randn(M, K, device=dev, dtype=dtype) if layout[0] == "N" else torch.randn(K, M, device=dev, dtype=dtype).t()
+    b = torch.randn(K, N, device=dev, dtype=dtype) if layout[1] == "N" else torch.randn(N, K, device=dev, dtype=dtype).t()
+    return a, b
+
+
+def worker(option: str, products_file: Path, dtype_name: str, out_file: Path, budget: timing.Timing) -> int:
+    """Times every product with wgmma_sm90 under this process's overrides; writes [[M, N, K,
+    layout, ms], ...]."""
+    import torch_gemm
+
+    dev = torch.device("cuda")
+    dtype = dtypes.TORCH_DTYPES[dtype_name]
+    results = []
+    for M, N, K, layout in json.loads(products_file.read_text()):
+        a, b = operands(M, N, K, layout, dtype, dev)
+        ms = timing.time_ms(lambda: torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"), dev, budget)
+        results.append([M, N, K, layout, ms])
+        del a, b
+    out_file.write_text(json.dumps(results))
+    return 0
+
+
+def tiles(M: int, N: int, block_m: int, block_n: int) -> int:
+    return math.ceil(M / block_m) * math.ceil(N / block_n)
+
+
+def k_tiles(K: int, dtype_name: str) -> int:
+    return math.ceil(K / (K_TILE_BYTES // (2 if dtype_name in ("bfloat16", "float16") else 4)))
+
+
+def by_product(rows: Sequence[dict]) -> dict[tuple, dict[str, float]]:
+    """{(M, N, K, layout, dtype): {option: ms}}."""
+    table_of: dict[tuple, dict[str, float]] = {}
+    for r in rows:
+        table_of.setdefault((r["M"], r["N"], r["K"], r["layout"], r["dtype"]), {})[r["option"]] = r["ms"]
+    return table_of
+
+
+def fit(rows: Sequence[dict], sms: int) -> dict:
+    """The rule's constants from the times (see the module's docstring), and auto's score."""
+    products = by_product(rows)
+    # A 128×128 tile against a 128×256 one, both paired: time per round, where each makes whole
+    # rounds of at least half the SMs (a partial round's idle SMs clock the others higher).
+    costs = []
+    for (M, N, K, _, _), t in products.items():
+        if "128x128" not in t or "128x256" not in t:
+            continue
+        wide, medium = tiles(M, N, 128, 256), tiles(M, N, 128, 128)
+        if wide * 2 < sms:
+            continue
+        costs.append((t["128x128"] / math.ceil(medium / sms)) / (t["128x256"] / math.ceil(wide / sms)))
+    # Pairs on one wave of two-consumer tiles, by K: the smallest k-tile count from which paired is
+    # never slower (beyond SAME_WITHIN) than unpaired.
+    pair_losses = []
+    for (M, N, K, _, dtype_name), t in products.items():
+        for tile_n, name in ((256, "128x256"), (128, "128x128")):
+            if name in t and name + "-unpaired" in t and tiles(M, N, 128, tile_n) <= sms and math.ceil(M / 128) >= 2:
+                pair_losses.append((k_tiles(K, dtype_name), t[name] / t[name + "-unpaired"]))
+    slower = [kt for kt, ratio in pair_losses if ratio > 1 + SAME_WITHIN]
+    min_k_tiles = max(slower) + 1 if slower else (min(kt for kt, _ in pair_losses) if pair_losses else None)
+    # auto against the best option.
+    losses = []
+    for key, t in products.items():
+        if "auto" in t and len(t) > 1:
+            best = min(t.values())
+            losses.append((t["auto"] / best, key, min(t, key=t.get)))
+    losses.sort(key=lambda x: -x[0])
+    return {
+        "medium_tile_cost": statistics.median(costs) if costs else None,
+        "medium_tile_cost_samples": len(costs),
+        "pair_one_wave_min_k_tiles": min_k_tiles,
+        "pair_samples": len(pair_losses),
+        "auto_best": sum(1 for loss, _, _ in losses if loss <= 1 + SAME_WITHIN),
+        "auto_scored": len(losses),
+        "auto_geomean_loss": math.exp(sum(math.log(x) for x, _, _ in losses) / len(losses)) if losses else None,
+        "auto_worst": [(round(loss, 3), list(key), best) for loss, key, best in losses[:8]],
+    }
+
+
+def fit_text(result: dict) -> str:
+    cost = result["medium_tile_cost"]
+    lines = [
+        f"kMediumTileCostTenths: {'-' if cost is None else round(10 * cost)} "
+        f"(a 128x128 tile takes {'-' if cost is None else f'{cost:.3f}'} of a 128x256 tile's time, "
+        f"median of {result['medium_tile_cost_samples']} products)",
+        f"kPairOneWaveMinKTiles: {result['pair_one_wave_min_k_tiles']} "
+        f"(pairs no slower on one wave from this many k-tiles, {result['pair_samples']} products)",
+    ]
+    if result["auto_scored"]:
+        lines.append(f"auto: the best option (within {SAME_WITHIN:.0%}) on {result['auto_best']} of "
+                     f"{result['auto_scored']} products; auto / best geomean {result['auto_geomean_loss']:.3f}")
+        lines.append(table.fixed_width(["auto / best", "M, N, K, layout, dtype", "best"],
+                                       [[f"{loss:.3f}", " ".join(map(str, key)), best]
+                                        for loss, key, best in result["auto_worst"]], numeric={0}))
+    return "\n".join(lines)
+
+
+def measure(products: list, dtype_name: str, options: Sequence[str], budget: timing.Timing, workdir: Path) -> list[dict]:
+    products_file = workdir / "products.json"
+    products_file.write_text(json.dumps(products))
+    rows = []
+    for option in options:
+        out_file = workdir / f"{option}.json"
+        cmd = [sys.executable, __file__, "--worker", option, "--products", str(products_file), "--dtypes", dtype_name,
+               "--worker-out", str(out_file), "--warmup-ms", str(budget.warmup_ms), "--rep-ms", str(budget.rep_ms)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_GEMM_WGMMA_")}
+        subprocess.run(cmd, env={**env, **OPTIONS[option]}, check=True)
+        for M, N, K, layout, ms in json.loads(out_file.read_text()):
+            rows.append(dict(M=M, N=N, K=K, layout=layout, dtype=dtype_name, option=option, ms=ms))
+        print(f"  {option}: {len(products)} products")
+    return rows
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fit", type=Path, help="fit a record instead of measuring")
+    parser.add_argument("--sm-count", type=int, default=None, help="with --fit: the GPU's SMs (default: the record's)")
+    parser.add_argument("--dtypes", nargs="+", default=["bfloat16"], choices=["bfloat16", "float16"])
+    parser.add_argument("--widths", nargs="+", type=int, default=list(WIDTHS))
+    parser.add_argument("--tokens", nargs="+", type=int, default=list(TOKENS))
+    parser.add_argument("--options", nargs="+", default=list(OPTIONS), choices=list(OPTIONS))
+    parser.add_argument("--worker", choices=list(OPTIONS), help=argparse.SUPPRESS)
+    parser.add_argument("--products", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)
+    cli.add_output_args(parser, "<gpu>-plan.json/.csv")
+    parser.add_argument("--warmup-ms", type=float, default=DEFAULT_TIMING.warmup_ms)
+    parser.add_argument("--rep-ms", type=float, default=DEFAULT_TIMING.rep_ms)
+    args = parser.parse_args(argv)
+    budget = cli.budget_from(args, parser)
+    if args.worker:
+        return worker(args.worker, args.products, args.dtypes[0], args.worker_out, budget)
+    if args.fit:
+        record = records.load_record(args.fit, "tune_plan")
+        if record is None:
+            parser.error(f"--fit {args.fit}: no such file")
+        sms = args.sm_count or record["metadata"].get("sm_count")
+        if not sms:
+            parser.error("--fit: the record names no sm_count; pass --sm-count")
+        print(fit_text(fit(record["rows"], sms)))
+        return 0
+    if not torch.cuda.is_available() or not torch.cuda.get_device_capability() == (9, 0):
+        print("tune_plan: needs an sm_90 GPU (H100/H200) and the CUDA kernels; " + hdevice.no_cuda_kernels_message())
+        return 0
+    dev = torch.device("cuda")
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    products = grid_products(args.widths, args.tokens)
+    out = cli.output_dir(args, parser)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"{len(products)} products x {len(args.options)} options x {len(args.dtypes)} dtypes; {cli.output_note(out)}")
+    rows = []
+    for dtype_name in args.dtypes:
+        rows += measure(products, dtype_name, args.options, budget, out)
+    commit, dirty = records.git_state()
+    metadata = records.run_metadata(hdevice.device_fields(dev), commit, dirty, timer=timing.timer_name(dev),
+                                    script="benchmarks/tune_plan.py", argv=argv, warmup_ms=budget.warmup_ms,
+                                    rep_ms=budget.rep_ms)
+    metadata["sm_count"] = sms
+    path = out / f"{hdevice.device_slug(dev)}-plan.json"
+    record = records.write_merged(path, "tune_plan", metadata, rows, ROW_KEY, ROW_FIELDS)
+    for name in ("products.json", *(f"{o}.json" for o in args.options)):
+        (out / name).unlink(missing_ok=True)
+    print(fit_text(fit(record["rows"], sms)))
+    print(f"record: {path} ({len(record['rows'])} rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
