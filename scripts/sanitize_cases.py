@@ -19,12 +19,13 @@ from torch_gemm.ops import DTYPE_BY_NAME
 
 SHAPES = [(1, 1, 1), (7, 5, 3), (33, 65, 17), (129, 257, 31), (128, 128, 8), (255, 129, 130), (16, 4, 513)]
 # For the tensor-core kernels: C rows 16-byte aligned (wgmma's TMA-store epilogue) with edge tiles
-# in M, N and K; the first takes wgmma's 64×128 tiles (16-bit; tf32 its 64×256 ones), the second
-# (16-bit) its 128×256 tiles with K split in two (34 tiles, 33 k-tiles: the pair of blocks
-# exchanges partial sums through shared memory), the third its 128×256 ones (180 tiles: more than
-# the SMs, so a persistent block stores several tiles through its box ring) with K long enough (5
-# k-tiles of 64, 10 of tf32's 32) for the 4-stage ring to wrap.
-TENSOR_CORE_SHAPES = [(200, 264, 72), (250, 4264, 2050), (1250, 4400, 320)]
+# in M, N and K. On a 132-SM H100/H200, 16-bit: the first takes wgmma's 64×128 tiles, the second
+# (68 tiles, one wave) and third (350 tiles, 3 rounds) its paired 128×128 tiles, the fourth its
+# paired 128×256 tiles (225 tiles: a persistent block stores several through its box ring); tf32
+# takes 64×256 tiles on the first two and 128×256 on the others. K is long enough (5 k-tiles of
+# 64, 10 of tf32's 32) for the rings to wrap. The 128×256 tiles split along K, which the plan no
+# longer picks (TORCH_GEMM_WGMMA_SHAPE=2x2), are not in this run.
+TENSOR_CORE_SHAPES = [(200, 264, 72), (250, 4264, 2050), (1250, 4400, 320), (1800, 3840, 320)]
 TENSOR_CORE_KERNELS = ("wgmma_sm90", "mma_sm80")
 # Kernels whose bias reaches the consumers through an mbarrier-ordered shared-memory row, which
 # racecheck reports as a race although it is ordered (scripts/racecheck_probe.cu shows the same on
