@@ -23,6 +23,8 @@ using RowSumFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at:
                                                     c10::string_view);
 using LinearFn = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
                             c10::string_view);
+using WeightGradFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, bool,
+                                                        c10::string_view);
 
 // The ops' handles, looked up once: the backwards call the ops through the whole dispatcher
 // (autograd included, for double backward), the forwards below autograd.
@@ -41,6 +43,11 @@ const c10::TypedOperatorHandle<RowSumFn>& row_sum_op() {
 }
 const c10::TypedOperatorHandle<LinearFn>& linear_op() {
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(kLinearTiled, "").typed<LinearFn>();
+  return op;
+}
+const c10::TypedOperatorHandle<WeightGradFn>& weight_grad_op() {
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow(kLinearTiledWeightGrad, "").typed<WeightGradFn>();
   return op;
 }
 
@@ -163,6 +170,46 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
   }
 };
 
+// (dW, db) = (Σ_r grad[r]ᵀ⊗x[r], Σ_r grad[r]), linear in grad and (dW) in x, so for incoming gdW
+// and gdb: d grad = x·gdWᵀ + gdb = linear_tiled(x, gdW, gdb), d x = grad·gdW = linear_tiled(grad,
+// gdWᵀ) (a strided view), both keeping the leading dimensions. db exists only where `bias`.
+struct WeightGradFunction : torch::autograd::Function<WeightGradFunction> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& x,
+                               bool bias, c10::string_view kernel) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    save_kernel(ctx, kernel);
+    if (bias) ctx->saved_data[kHasBiasKey] = true;
+    ctx->save_for_backward({x.requires_grad() ? grad : at::Tensor(), grad.requires_grad() ? x : at::Tensor()});
+    ctx->set_materialize_grads(false);
+    auto [grad_weight, grad_bias] = weight_grad_op().call(grad, x, bias, kernel);
+    return {grad_weight, grad_bias};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const std::string kernel = saved_kernel(ctx);
+    const at::Tensor& gdw = grads[0];
+    const bool bias = ctx->saved_data.count(kHasBiasKey) > 0;
+    const std::optional<at::Tensor> gdb =
+        bias && grads[1].defined() ? std::optional<at::Tensor>(grads[1]) : std::nullopt;
+    at::Tensor d_grad, d_x;
+    if (ctx->needs_input_grad(0)) {
+      const at::Tensor& x = saved[1];
+      if (gdw.defined()) {
+        d_grad = linear_op().call(x, gdw, gdb, kernel);
+      } else if (gdb.has_value()) {
+        at::DimVector shape(x.sizes().begin(), x.sizes().end() - 1);
+        shape.push_back(gdb->size(0));
+        d_grad = gdb->expand(shape);
+      }
+    }
+    if (ctx->needs_input_grad(1) && gdw.defined()) {
+      d_x = linear_op().call(saved[0], gdw.mT(), std::nullopt, kernel);
+    }
+    return {d_grad, d_x, at::Tensor(), at::Tensor()};
+  }
+};
+
 // Whether a call records a node: grad mode on and an input that requires grad. Where none is
 // recorded (inference, no_grad) the op runs below autograd without building a Function, as
 // torch's generated autograd kernels skip their graph work.
@@ -189,6 +236,17 @@ std::tuple<at::Tensor, at::Tensor> mm_tiled_row_sum_autograd(const at::Tensor& a
   return row_sum_op().call(a, b, kernel);
 }
 
+std::tuple<at::Tensor, at::Tensor> linear_tiled_weight_grad_autograd(const at::Tensor& grad,
+                                                                    const at::Tensor& x, bool bias,
+                                                                    c10::string_view kernel) {
+  if (records_graph(grad, x)) {
+    const variable_list outputs = WeightGradFunction::apply(grad, x, bias, kernel);
+    return {outputs[0], outputs[1]};
+  }
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return weight_grad_op().call(grad, x, bias, kernel);
+}
+
 at::Tensor linear_tiled_autograd(const at::Tensor& x, const at::Tensor& weight,
                                  const std::optional<at::Tensor>& bias, c10::string_view kernel) {
   if (records_graph(x, weight, bias)) return LinearFunction::apply(x, weight, bias, kernel);
@@ -203,6 +261,7 @@ TORCH_LIBRARY_IMPL(gemm, Autograd, m) {
   m.impl("bmm_tiled", &product_autograd<&bmm_op>);
   m.impl("linear_tiled", &linear_tiled_autograd);
   m.impl("mm_tiled_row_sum", &mm_tiled_row_sum_autograd);
+  m.impl("linear_tiled_weight_grad", &linear_tiled_weight_grad_autograd);
 }
 
 }  // namespace torch_gemm
