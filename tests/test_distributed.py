@@ -132,7 +132,10 @@ def check_op_strategies(ctx: Context) -> None:
     R, P, S = Replicate(), Partial(), Shard
     mm, bmm = torch.ops.gemm.mm_tiled, torch.ops.gemm.bmm_tiled
     linear, row_sum = torch.ops.gemm.linear_tiled, torch.ops.gemm.mm_tiled_row_sum
+    weight_grad = functools.partial(torch.ops.gemm.linear_tiled_weight_grad, bias=True)
+    weight_grad_no_bias = functools.partial(torch.ops.gemm.linear_tiled_weight_grad, bias=False)
     x3 = (BATCH * ctx.world, n, n + ctx.world)
+    g3 = (*x3[:-1], n)  # linear's gradient for x3 and a weight of n rows
     cases = [
         # op, shapes of the tensor arguments, their placements, the output's placements
         (mm, [(n, 3 * n), (3 * n, n)], [R, R], [R]),
@@ -155,9 +158,17 @@ def check_op_strategies(ctx: Context) -> None:
         (row_sum, [(n, 3 * n), (3 * n, n)], [S(0), R], [S(0), S(0)]),
         (row_sum, [(n, 3 * n), (3 * n, n)], [R, S(1)], [S(1), R]),
         (row_sum, [(n, 3 * n), (3 * n, n)], [S(1), S(0)], [P, P]),
+        (weight_grad, [g3, x3], [R, R], [R, R]),
+        (weight_grad, [g3, x3], [S(0), S(0)], [P, P]),
+        (weight_grad, [g3, x3], [S(1), S(1)], [P, P]),                        # sequence parallel
+        (weight_grad_no_bias, [g3, x3], [S(1), S(1)], [P, R]),                # db empty
+        (weight_grad, [g3, x3], [R, S(2)], [S(1), R]),                        # RowwiseParallel's dW
+        (weight_grad, [g3, x3], [S(2), R], [S(0), S(0)]),                     # ColwiseParallel's dW and db
+        (weight_grad, [g3, x3], [P, R], [P, P]),
+        (weight_grad, [g3, x3], [R, P], [P, R]),
     ]
     for op, shapes, placements, expected in cases:
-        what = f"{op._qualified_op_name}{[str(p) for p in placements]}"
+        what = f"{_op_name(op)}{[str(p) for p in placements]}"
         full = [None if s is None else ctx.randn(*s, gen=gen) for s in shapes]
         args = []
         for t, placement in zip(full, placements):
@@ -180,6 +191,12 @@ def check_op_strategies(ctx: Context) -> None:
         names = [f"output {i}" for i in range(len(outs))] + [f"gradient of argument {i}" for i, t in enumerate(full) if t is not None]
         for g, ref, sc, name in zip(got, reference, scale, names):
             _within_rounding(g, ref, sc, f"{what} {name}", ctx.dtype)
+
+
+def _op_name(op) -> str:
+    if isinstance(op, functools.partial):
+        return f"{op.func._qualified_op_name}({', '.join(f'{k}={v}' for k, v in op.keywords.items())})"
+    return op._qualified_op_name
 
 
 def _float64_results(op, inputs: list, grads: list) -> list[torch.Tensor]:
