@@ -123,7 +123,9 @@ def _partial_piece(ctx: Context, full: torch.Tensor) -> torch.Tensor:
 def check_op_strategies(ctx: Context) -> None:
     """Every op on DTensors placed as each of its strategies expects: the output has the
     strategy's placement with no communication in the forward (DTensor used the strategy rather
-    than moving data), and output and gradients are the op's on the whole tensors."""
+    than moving data) nor in the backward (its ops found strategies for the gradients as they
+    come, e.g. linear_tiled_weight_grad for x and grad sharded along the sequence), and output
+    and gradients are the op's on the whole tensors."""
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
     from torch.distributed.tensor.debug import CommDebugMode
 
@@ -184,7 +186,12 @@ def check_op_strategies(ctx: Context) -> None:
         assert comms.get_total_counts() == 0, f"{what}: the forward communicated ({comms.get_comm_counts()})"
         assert [o.placements[0] for o in outs] == expected, f"{what}: output placed {[o.placements for o in outs]}, not {expected}"
         grads = [ctx.randn(*o.shape, gen=gen) for o in outs]
-        torch.autograd.backward(list(outs), [distribute_tensor(g, ctx.mesh, [R]) for g in grads])
+        # A sharded output's gradient arrives sharded alike, as the next op's backward hands it on.
+        grad_placements = [o.placements if o.placements[0].is_shard() else [R] for o in outs]
+        grad_dtensors = [distribute_tensor(g, ctx.mesh, p) for g, p in zip(grads, grad_placements)]
+        with CommDebugMode() as comms:
+            torch.autograd.backward(list(outs), grad_dtensors)
+        assert comms.get_total_counts() == 0, f"{what}: the backward communicated ({comms.get_comm_counts()})"
         got = [o.full_tensor() for o in outs] + [a.grad.full_tensor() for a in args if a is not None]
         reference = _float64_results(op, full, grads)
         scale = _float64_results(op, [None if t is None else t.abs() for t in full], [g.abs() for g in grads])

@@ -1,7 +1,8 @@
 """gemm::linear_tiled_weight_grad, (gradᵀ·x, grad summed) over the rows of N-D grad and x: both
 results of every kernel × dtype against float64 and, bit for bit, against mm_tiled_row_sum on the
 flattened rows; 1- to 4-D operands, zero rows, strided and permuted ones; the op as PyTorch sees
-it (fake, autograd, torch.compile, autocast, CUDA graphs, errors). opcheck is in test_library.py."""
+it (fake, autograd, torch.compile, autocast, CUDA graphs, errors) and as linear_tiled's backward
+calls it. opcheck is in test_library.py."""
 
 import math
 import re
@@ -10,6 +11,7 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.profiler import ProfilerActivity, profile
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_gemm
 from gemm_testing import (
@@ -193,6 +195,60 @@ def test_backward_of_the_outputs_used(device, used):
         assert x.grad is None
     else:
         torch.testing.assert_close(x.grad, ref_x.grad.float(), rtol=1e-5, atol=1e-5)
+
+
+class RecordOps(TorchDispatchMode):
+    """Every op that reaches the dispatcher's Python key (aten and gemm), by name."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("device", device_params())
+@pytest.mark.parametrize("x_shape", [(8,), (6, 8), (4, 6, 8)], ids=["1d", "2d", "3d"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+def test_linear_backward_flattens_nothing_itself(device, x_shape, bias):
+    """linear_tiled's backward hands grad and x to linear_tiled_weight_grad as they are: no view
+    of them (a DTensor sharded along a leading dimension could not take the flattening one), and
+    besides the two ops only the weight's transpose for dx (AccumulateGrad's detaches aside)."""
+    gen = generator(device, "linear_backward_views", x_shape, bias)
+    x = randn(x_shape, torch.float32, device, gen).requires_grad_()
+    weight = randn((5, 8), torch.float32, device, gen).requires_grad_()
+    b = randn((5,), torch.float32, device, gen).requires_grad_() if bias else None
+    out = torch_gemm.linear_tiled(x, weight, b)
+    grad = torch.ones_like(out)
+    with RecordOps() as calls:
+        out.backward(grad)
+    assert [n for n in calls.names if n != "aten.detach.default"] == [
+        "aten.transpose.int", "gemm.linear_tiled.default", "gemm.linear_tiled_weight_grad.default"]
+
+
+@pytest.mark.parametrize("device", device_params())
+def test_linear_double_backward_runs_on_our_kernels(device):
+    """A gradient penalty through linear_tiled: the weight gradient's own backward runs on
+    linear_tiled (no torch matmul), and matches F.linear's (float64 both: the penalty chains four
+    products, whose float32 rounding would blur a wrong term less than it should)."""
+    gen = generator(device, "linear_double_backward")
+    x, weight, b = (randn(shape, torch.float64, device, gen).requires_grad_() for shape in [(3, 4, 6), (5, 6), (5,)])
+
+    def penalty(linear, x, weight, b):
+        out = linear(x, weight, b)
+        dx, dw, db = torch.autograd.grad(out.square().sum(), (x, weight, b), create_graph=True)
+        return dx.square().sum() + dw.square().sum() + db.square().sum()
+
+    with RecordOps() as calls:
+        penalty(torch_gemm.linear_tiled, x, weight, b).backward()
+    assert not [n for n in calls.names if n.split(".")[1] in ("mm", "bmm", "addmm", "matmul", "linear")], calls.names
+    assert "gemm.linear_tiled_weight_grad.default" in calls.names
+    refs = [t.detach().clone().requires_grad_() for t in (x, weight, b)]
+    penalty(torch.nn.functional.linear, *refs).backward()
+    for ours, ref in zip((x, weight, b), refs):
+        torch.testing.assert_close(ours.grad, ref.grad, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("device", device_params())

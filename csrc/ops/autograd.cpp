@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include <numeric>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -129,15 +130,22 @@ struct RowSumFunction : torch::autograd::Function<RowSumFunction> {
   }
 };
 
-// t[..., K] as (rows, K): a view where the strides allow (flatten_leading).
-at::Tensor rows_of(const at::Tensor& t) { return t.dim() == 1 ? t.unsqueeze(0) : flatten_leading(t); }
+// grad (..., N) summed over its leading dimensions, by torch (a DTensor sharded along any of them
+// gives a Partial sum; no view that would flatten them).
+at::Tensor sum_rows(const at::Tensor& grad) {
+  if (grad.dim() == 1) return grad;  // one row
+  at::DimVector leading(grad.dim() - 1);
+  std::iota(leading.begin(), leading.end(), 0);
+  return grad.sum(leading);
+}
 
 // y = x·Wᵀ + b over the rows of x (its leading dimensions flattened):
 //   dx = grad·W   (linear_tiled with Wᵀ as its weight: a strided view, the leading dims kept),
-//   dW = gradᵀ·x  (mm_tiled over the flattened rows),
+//   dW = gradᵀ·x  (linear_tiled_weight_grad: grad and x as the forward saw them, their rows
+//                  flattened inside the op, below DTensor),
 //   db = grad summed over the rows, i.e. the row sums of dW's operand gradᵀ: where dW is needed
-//        too, one mm_tiled_row_sum computes both (in one launch where the kernel fuses the sum),
-//        else torch sums grad.
+//        too, the same call computes both (in one launch where the kernel fuses the sum), else
+//        torch sums grad.
 struct LinearFunction : torch::autograd::Function<LinearFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias, c10::string_view kernel) {
@@ -159,12 +167,13 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     const bool need_bias = ctx->saved_data.count(kHasBiasKey) > 0 && ctx->needs_input_grad(2);
     at::Tensor grad_x, grad_weight, grad_bias;
     if (need_x) grad_x = linear_op().call(grad, saved[1].mT(), std::nullopt, kernel);
-    if (need_weight && need_bias) {
-      std::tie(grad_weight, grad_bias) = row_sum_op().call(rows_of(grad).mT(), rows_of(saved[0]), kernel);
-    } else if (need_weight) {
-      grad_weight = mm_op().call(rows_of(grad).mT(), rows_of(saved[0]), kernel);
+    if (need_weight) {
+      // Without need_bias the second result is the op's empty placeholder, not a gradient.
+      auto [weight_grad, bias_grad] = weight_grad_op().call(grad, saved[0], need_bias, kernel);
+      grad_weight = std::move(weight_grad);
+      if (need_bias) grad_bias = std::move(bias_grad);
     } else if (need_bias) {
-      grad_bias = rows_of(grad).sum(0);
+      grad_bias = sum_rows(grad);
     }
     return {grad_x, grad_weight, grad_bias, at::Tensor()};
   }
