@@ -24,6 +24,15 @@ TORCH_LIBRARY(gemm, m) {
   // sums taken from the tiles of a that the product reads anyway where the kernel fuses them.
   m.def("mm_tiled_row_sum(Tensor a, Tensor b, str kernel=\"auto\") -> (Tensor, Tensor)",
         {at::Tag::flexible_layout});
+  // linear_tiled's weight gradient gradᵀ·x and, where `bias`, its bias gradient (grad summed over
+  // the rows), from grad (..., N) and x (..., K) as the forward saw them: the leading dimensions
+  // are flattened inside the op, on the local tensors, so a DTensor whose rows are sharded along
+  // any leading dimension needs no view (which DTensor may refuse or redistribute). The product
+  // and the sums are mm_tiled_row_sum's. A return cannot be optional (torch.library's custom-op
+  // rules refuse it; an undefined tensor would reach the fake kernel, compile and DTensor as None):
+  // without `bias` the second result is an empty tensor.
+  m.def("linear_tiled_weight_grad(Tensor grad, Tensor x, bool bias, str kernel=\"auto\") -> (Tensor, Tensor)",
+        {at::Tag::flexible_layout});
 }
 
 PYBIND11_MODULE(_C, m) {

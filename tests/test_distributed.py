@@ -123,7 +123,9 @@ def _partial_piece(ctx: Context, full: torch.Tensor) -> torch.Tensor:
 def check_op_strategies(ctx: Context) -> None:
     """Every op on DTensors placed as each of its strategies expects: the output has the
     strategy's placement with no communication in the forward (DTensor used the strategy rather
-    than moving data), and output and gradients are the op's on the whole tensors."""
+    than moving data) nor in the backward (its ops found strategies for the gradients as they
+    come, e.g. linear_tiled_weight_grad for x and grad sharded along the sequence), and output
+    and gradients are the op's on the whole tensors."""
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
     from torch.distributed.tensor.debug import CommDebugMode
 
@@ -132,7 +134,10 @@ def check_op_strategies(ctx: Context) -> None:
     R, P, S = Replicate(), Partial(), Shard
     mm, bmm = torch.ops.gemm.mm_tiled, torch.ops.gemm.bmm_tiled
     linear, row_sum = torch.ops.gemm.linear_tiled, torch.ops.gemm.mm_tiled_row_sum
+    weight_grad = functools.partial(torch.ops.gemm.linear_tiled_weight_grad, bias=True)
+    weight_grad_no_bias = functools.partial(torch.ops.gemm.linear_tiled_weight_grad, bias=False)
     x3 = (BATCH * ctx.world, n, n + ctx.world)
+    g3 = (*x3[:-1], n)  # linear's gradient for x3 and a weight of n rows
     cases = [
         # op, shapes of the tensor arguments, their placements, the output's placements
         (mm, [(n, 3 * n), (3 * n, n)], [R, R], [R]),
@@ -155,9 +160,17 @@ def check_op_strategies(ctx: Context) -> None:
         (row_sum, [(n, 3 * n), (3 * n, n)], [S(0), R], [S(0), S(0)]),
         (row_sum, [(n, 3 * n), (3 * n, n)], [R, S(1)], [S(1), R]),
         (row_sum, [(n, 3 * n), (3 * n, n)], [S(1), S(0)], [P, P]),
+        (weight_grad, [g3, x3], [R, R], [R, R]),
+        (weight_grad, [g3, x3], [S(0), S(0)], [P, P]),
+        (weight_grad, [g3, x3], [S(1), S(1)], [P, P]),                        # sequence parallel
+        (weight_grad_no_bias, [g3, x3], [S(1), S(1)], [P, R]),                # db empty
+        (weight_grad, [g3, x3], [R, S(2)], [S(1), R]),                        # RowwiseParallel's dW
+        (weight_grad, [g3, x3], [S(2), R], [S(0), S(0)]),                     # ColwiseParallel's dW and db
+        (weight_grad, [g3, x3], [P, R], [P, P]),
+        (weight_grad, [g3, x3], [R, P], [P, R]),
     ]
     for op, shapes, placements, expected in cases:
-        what = f"{op._qualified_op_name}{[str(p) for p in placements]}"
+        what = f"{_op_name(op)}{[str(p) for p in placements]}"
         full = [None if s is None else ctx.randn(*s, gen=gen) for s in shapes]
         args = []
         for t, placement in zip(full, placements):
@@ -173,13 +186,24 @@ def check_op_strategies(ctx: Context) -> None:
         assert comms.get_total_counts() == 0, f"{what}: the forward communicated ({comms.get_comm_counts()})"
         assert [o.placements[0] for o in outs] == expected, f"{what}: output placed {[o.placements for o in outs]}, not {expected}"
         grads = [ctx.randn(*o.shape, gen=gen) for o in outs]
-        torch.autograd.backward(list(outs), [distribute_tensor(g, ctx.mesh, [R]) for g in grads])
+        # A sharded output's gradient arrives sharded alike, as the next op's backward hands it on.
+        grad_placements = [o.placements if o.placements[0].is_shard() else [R] for o in outs]
+        grad_dtensors = [distribute_tensor(g, ctx.mesh, p) for g, p in zip(grads, grad_placements)]
+        with CommDebugMode() as comms:
+            torch.autograd.backward(list(outs), grad_dtensors)
+        assert comms.get_total_counts() == 0, f"{what}: the backward communicated ({comms.get_comm_counts()})"
         got = [o.full_tensor() for o in outs] + [a.grad.full_tensor() for a in args if a is not None]
         reference = _float64_results(op, full, grads)
         scale = _float64_results(op, [None if t is None else t.abs() for t in full], [g.abs() for g in grads])
         names = [f"output {i}" for i in range(len(outs))] + [f"gradient of argument {i}" for i, t in enumerate(full) if t is not None]
         for g, ref, sc, name in zip(got, reference, scale, names):
             _within_rounding(g, ref, sc, f"{what} {name}", ctx.dtype)
+
+
+def _op_name(op) -> str:
+    if isinstance(op, functools.partial):
+        return f"{op.func._qualified_op_name}({', '.join(f'{k}={v}' for k, v in op.keywords.items())})"
+    return op._qualified_op_name
 
 
 def _float64_results(op, inputs: list, grads: list) -> list[torch.Tensor]:

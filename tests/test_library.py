@@ -66,6 +66,32 @@ def test_opcheck(device):
         torch.library.opcheck(torch.ops.gemm.mm_tiled.default, args, kwargs)
 
 
+def _weight_grad_samples(device):
+    """opcheck samples of linear_tiled_weight_grad: 1- to 4-D grad and x, zero rows, strided and
+    permuted operands, with and without the bias gradient and requires_grad, every kernel."""
+    gen = generator(device, "opcheck_weight_grad")
+    samples = []
+    for rg in (False, True):
+        def t(*shape, dtype=torch.float32):
+            return torch.randn(*shape, device=device, generator=gen).to(dtype).requires_grad_(rg)
+        for bias in (False, True):
+            samples.append((t(5), t(3), bias))
+            samples.append((t(7, 5), t(7, 3), bias))
+            samples.append((t(2, 4, 5), t(5, 4, 2).permute(2, 1, 0), bias))
+            samples.append((t(2, 3, 2, 5), t(2, 3, 2, 6)[..., 1:4], bias))
+            samples.append((t(0, 4, 5), t(0, 4, 3), bias))
+        for kernel in table_kernels(device):
+            dtype = kernel_test_dtype(kernel, device)
+            samples.append((t(3, 2, 7, dtype=dtype), t(3, 2, 3, dtype=dtype), True, kernel))
+    return samples
+
+
+@pytest.mark.parametrize("device", device_params())
+def test_opcheck_linear_weight_grad(device):
+    for args in _weight_grad_samples(device):
+        torch.library.opcheck(torch.ops.gemm.linear_tiled_weight_grad.default, args)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_meta_tensors(dtype):
     a = torch.empty(7, 3, device="meta", dtype=dtype)

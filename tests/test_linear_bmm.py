@@ -174,12 +174,12 @@ def test_gradcheck(device, kernel, dtype):
 
 
 # Which of (x, weight, bias) need a gradient, and the gemm ops the backward then runs besides the
-# forward's linear_tiled: dx through linear_tiled, dW and db together through mm_tiled_row_sum,
-# dW alone through mm_tiled, db alone as torch's sum.
+# forward's linear_tiled: dx through linear_tiled, dW (with db where the bias needs one) through
+# linear_tiled_weight_grad, db alone as torch's sum.
 LINEAR_BACKWARD_CASES = {
-    "all": ((True, True, True), ["linear_tiled.default", "mm_tiled_row_sum.default"]),
-    "weight_and_bias": ((False, True, True), ["mm_tiled_row_sum.default"]),
-    "x_and_weight": ((True, True, False), ["linear_tiled.default", "mm_tiled.default"]),
+    "all": ((True, True, True), ["linear_tiled.default", "linear_tiled_weight_grad.default"]),
+    "weight_and_bias": ((False, True, True), ["linear_tiled_weight_grad.default"]),
+    "x_and_weight": ((True, True, False), ["linear_tiled.default", "linear_tiled_weight_grad.default"]),
     "x_and_bias": ((True, False, True), ["linear_tiled.default"]),
     "bias": ((False, False, True), []),
 }

@@ -15,7 +15,8 @@ from torch_gemm import distributed, nn  # noqa: F401  (torch_gemm.nn.Linear; DTe
 from torch_gemm.build import build_info, describe_build, warn_if_cuda_kernels_missing
 from torch_gemm.nn import swap_linear, unswap_linear
 from torch_gemm.ops import (
-    available_kernels, bmm_tiled, explain, kernel_table, linear_tiled, mm_tiled, mm_tiled_row_sum,
+    available_kernels, bmm_tiled, explain, kernel_table, linear_tiled, linear_tiled_weight_grad, mm_tiled,
+    mm_tiled_row_sum,
 )
 from torch_gemm.version import __version__
 
@@ -28,6 +29,7 @@ __all__ = [
     "explain",
     "kernel_table",
     "linear_tiled",
+    "linear_tiled_weight_grad",
     "mm_tiled",
     "mm_tiled_row_sum",
     "nn",

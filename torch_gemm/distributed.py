@@ -123,6 +123,28 @@ def _linear_shardings(x, weight, bias=None, kernel="auto"):
     return strategies
 
 
+def _weight_grad_shardings(grad, x, bias, kernel="auto"):
+    """linear_tiled_weight_grad: (dW, db) = (Σ_r grad[r]ᵀ⊗x[r], Σ_r grad[r]) over the rows of grad
+    (..., N) and x (..., K), the leading dimensions flattened inside the op. Rows sharded alike
+    along any leading dimension (data or sequence parallelism) give each rank its rows' share of
+    both sums, Partial; x's columns sharded give dW's columns; grad's columns give dW's rows and
+    db. Without ``bias`` db is an empty tensor, Replicate in every strategy."""
+    Partial, Replicate, Shard = _placements()
+    last = grad.ndim - 1
+
+    def strategy(dw, db, grad_p, x_p):
+        return [dw, db if bias else Replicate()], [grad_p, x_p, None, None]
+
+    strategies = [strategy(Replicate(), Replicate(), Replicate(), Replicate())]
+    strategies += [strategy(Partial(), Partial(), Shard(d), Shard(d)) for d in range(last)]  # rows
+    strategies.append(strategy(Shard(1), Replicate(), Replicate(), Shard(last)))             # x's columns (K)
+    strategies.append(strategy(Shard(0), Shard(0), Shard(last), Replicate()))                # grad's columns (N)
+    for op in _LINEAR_REDUCE_OPS:
+        strategies.append(strategy(Partial(op), Partial(op), Partial(op), Replicate()))
+        strategies.append(strategy(Partial(op), Replicate(), Replicate(), Partial(op)))      # db needs no x
+    return strategies
+
+
 def register_sharding_strategies() -> bool:
     """Register the gemm ops' sharding strategies with DTensor (once; later calls do nothing).
     Done by itself when ``torch.distributed.tensor`` is imported; call it only where an import
@@ -141,20 +163,23 @@ def register_sharding_strategies() -> bool:
         gemm = torch.ops.gemm
         for op, shardings in ((gemm.mm_tiled.default, _mm_shardings), (gemm.bmm_tiled.default, _bmm_shardings),
                               (gemm.linear_tiled.default, _linear_shardings),
-                              (gemm.mm_tiled_row_sum.default, _row_sum_shardings)):
+                              (gemm.mm_tiled_row_sum.default, _row_sum_shardings),
+                              (gemm.linear_tiled_weight_grad.default, _weight_grad_shardings)):
             register_sharding(op)(shardings)
-            _key_sharding_cache_by_kernel(op)
+            _key_sharding_cache_by_options(op)
         _registered = True
     return True
 
 
-def _key_sharding_cache_by_kernel(op: torch._ops.OpOverload) -> None:
+def _key_sharding_cache_by_options(op: torch._ops.OpOverload) -> None:
     """DTensor caches an op's sharding decision under its tensors' specs and the arguments from
     ``static_argnum`` on, which register_sharding sets at the first int argument: ``kernel`` (a
-    str) would be left out, and where the decision redistributes the inputs, torch versions
-    before use_val_from_redistribute_schema took the non-tensor arguments of the local call from
-    the cached decision, i.e. a later call with another kernel would run the first one's.
-    Keying the cache by kernel too (one entry per kernel name) closes that on every version."""
+    str) and linear_tiled_weight_grad's ``bias`` (a bool) would be left out. For ``bias`` the
+    cached decision would place db as the first call's was placed; for ``kernel``, where the
+    decision redistributes the inputs, torch versions before use_val_from_redistribute_schema
+    took the non-tensor arguments of the local call from the cached decision, i.e. a later call
+    with another kernel would run the first one's. Keying the cache by every argument from the
+    first non-tensor one on (one entry per kernel name and bias) closes both on every version."""
     try:
         from torch.distributed.tensor import DTensor
         from torch.distributed.tensor._op_schema import RuntimeSchemaInfo
@@ -162,11 +187,19 @@ def _key_sharding_cache_by_kernel(op: torch._ops.OpOverload) -> None:
         infos = DTensor._op_dispatcher.sharding_propagator.op_to_schema_info
     except (ImportError, AttributeError):  # a torch whose DTensor internals moved: nothing to key
         return
-    names = [arg.name for arg in op._schema.arguments]
+    arguments = op._schema.arguments
+    first = next(i for i, arg in enumerate(arguments) if not _is_tensor_type(arg.type))
     try:
-        infos[op] = RuntimeSchemaInfo(names.index("kernel"), ["kernel"], needs_pytree=True)
+        infos[op] = RuntimeSchemaInfo(first, [arg.name for arg in arguments[first:]], needs_pytree=True)
     except TypeError:  # a RuntimeSchemaInfo of other fields: the cache stays as DTensor keys it
         return
+
+
+def _is_tensor_type(arg_type) -> bool:
+    """Tensor or Tensor? (linear_tiled's bias): DTensor keys its cache by tensors' specs anyway."""
+    if isinstance(arg_type, torch.OptionalType):
+        arg_type = arg_type.getElementType()
+    return isinstance(arg_type, torch.TensorType)
 
 
 def sharding_strategies_registered() -> bool:

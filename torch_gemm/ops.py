@@ -30,6 +30,7 @@ _MM_TILED = torch.ops.gemm.mm_tiled.default
 _BMM_TILED = torch.ops.gemm.bmm_tiled.default
 _LINEAR_TILED = torch.ops.gemm.linear_tiled.default
 _MM_TILED_ROW_SUM = torch.ops.gemm.mm_tiled_row_sum.default
+_LINEAR_TILED_WEIGHT_GRAD = torch.ops.gemm.linear_tiled_weight_grad.default
 
 
 def kernel_table() -> list[dict]:
@@ -305,6 +306,31 @@ def mm_tiled_row_sum(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") 
     return _MM_TILED_ROW_SUM(a, b, kernel)
 
 
+def linear_tiled_weight_grad(
+    grad: torch.Tensor, x: torch.Tensor, *, bias: bool = False, kernel: str = "auto"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The weight gradient of :func:`linear_tiled`, ``gradᵀ @ x`` over the rows, and with
+    ``bias=True`` its bias gradient, ``grad`` summed over the rows: what linear_tiled's backward
+    calls.
+
+    Args:
+        grad: ``(..., N)`` tensor, the gradient of linear_tiled's output.
+        x: ``(..., K)`` tensor with the same leading dimensions, same dtype and device. Any
+            strides; the leading dimensions are flattened into the rows inside the op (so a
+            DTensor sharded along any of them is never reshaped).
+        bias: whether to compute the bias gradient.
+        kernel: as for :func:`mm_tiled`; the bias gradient is summed in the kernel where it fuses
+            :func:`mm_tiled_row_sum`'s row sums.
+
+    Returns:
+        ``(dW, db)``: dW ``(N, K)``, contiguous, as :func:`mm_tiled` returns ``gradᵀ @ x``;
+        db ``(N,)`` in grad's dtype (16-bit summed in float32 and rounded once) where ``bias``,
+        else an empty tensor. Differentiable in grad and x through linear_tiled (double backward
+        of a linear layer); autocast casts as for ``torch.mm``.
+    """
+    return _LINEAR_TILED_WEIGHT_GRAD(grad, x, bias, kernel)
+
+
 # ---------------------------------------------------------------------------------------------
 # Fake kernel: shapes, dtype and device of the result without computing it. Mirrors the checks
 # of csrc/ops/mm_common.cpp and csrc/ops/kernel_registry.h so that bad calls fail the same way
@@ -416,6 +442,23 @@ def _mm_tiled_row_sum_fake(a: torch.Tensor, b: torch.Tensor, kernel: str = "auto
     _check_mm_args("gemm::mm_tiled_row_sum", a, b)
     _check_kernel_name("gemm::mm_tiled_row_sum", kernel, a.device, a.dtype)
     return a.new_empty((a.shape[0], b.shape[1])), a.new_empty((a.shape[0],))
+
+
+@torch.library.register_fake("gemm::linear_tiled_weight_grad")
+def _linear_tiled_weight_grad_fake(
+    grad: torch.Tensor, x: torch.Tensor, bias: bool, kernel: str = "auto"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    op = "gemm::linear_tiled_weight_grad"
+    torch._check(grad.dim() >= 1, lambda: f"{op}: grad must have at least 1 dimension, got a 0-D tensor")
+    torch._check(x.dim() >= 1, lambda: f"{op}: x must have at least 1 dimension, got a 0-D tensor")
+    torch._check(
+        grad.dim() == x.dim() and grad.shape[:-1] == x.shape[:-1],
+        lambda: f"{op}: grad and x must have the same leading dimensions (all but the last), got grad of shape "
+        f"{list(grad.shape)} and x of shape {list(x.shape)}",
+    )
+    _check_pair(op, grad, "grad", x, "x")
+    _check_kernel_name(op, kernel, grad.device, grad.dtype)
+    return grad.new_empty((grad.shape[-1], x.shape[-1])), grad.new_empty((grad.shape[-1] if bias else 0,))
 
 
 @torch.library.register_fake("gemm::bmm_tiled")

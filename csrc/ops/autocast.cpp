@@ -1,6 +1,7 @@
 // Autocast for the gemm ops: inside torch.autocast, floating inputs are cast to the autocast dtype
 // exactly as for torch.mm, torch.bmm and torch.nn.functional.linear (CastPolicy::lower_precision_fp;
-// float64 stays float64; mm_tiled_row_sum as torch.mm), then the op runs with autocast excluded.
+// float64 stays float64; mm_tiled_row_sum and linear_tiled_weight_grad as torch.mm), then the op
+// runs with autocast excluded.
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -14,6 +15,8 @@ template <typename Result>
 using ProductFn = Result(const at::Tensor&, const at::Tensor&, c10::string_view);
 using LinearFn = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
                             c10::string_view);
+using WeightGradFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, bool,
+                                                        c10::string_view);
 
 template <typename Fn>
 c10::TypedOperatorHandle<Fn> typed_op(const char* name) {
@@ -46,6 +49,17 @@ at::Tensor linear_autocast(const at::Tensor& x, const at::Tensor& weight,
                  at::autocast::cached_cast(to_type, weight, kDevice), cast_bias, kernel);
 }
 
+template <c10::DeviceType kDevice>
+std::tuple<at::Tensor, at::Tensor> weight_grad_autocast(const at::Tensor& grad, const at::Tensor& x,
+                                                        bool bias, c10::string_view kernel) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(
+      at::autocast::get_autocast_dispatch_key_from_device_type(kDevice));
+  const auto to_type = at::autocast::get_lower_precision_fp_from_device_type(kDevice);
+  static const auto op = typed_op<WeightGradFn>("gemm::linear_tiled_weight_grad");
+  return op.call(at::autocast::cached_cast(to_type, grad, kDevice),
+                 at::autocast::cached_cast(to_type, x, kDevice), bias, kernel);
+}
+
 constexpr char kMmName[] = "gemm::mm_tiled";
 constexpr char kBmmName[] = "gemm::bmm_tiled";
 constexpr char kMmRowSumName[] = "gemm::mm_tiled_row_sum";
@@ -57,6 +71,7 @@ void register_autocast(torch::Library& m) {
   m.impl("linear_tiled", &linear_autocast<kDevice>);
   m.impl("mm_tiled_row_sum",
          &product_autocast<std::tuple<at::Tensor, at::Tensor>, kDevice, kMmRowSumName>);
+  m.impl("linear_tiled_weight_grad", &weight_grad_autocast<kDevice>);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include <numeric>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -23,6 +24,8 @@ using RowSumFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at:
                                                     c10::string_view);
 using LinearFn = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
                             c10::string_view);
+using WeightGradFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, bool,
+                                                        c10::string_view);
 
 // The ops' handles, looked up once: the backwards call the ops through the whole dispatcher
 // (autograd included, for double backward), the forwards below autograd.
@@ -41,6 +44,11 @@ const c10::TypedOperatorHandle<RowSumFn>& row_sum_op() {
 }
 const c10::TypedOperatorHandle<LinearFn>& linear_op() {
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(kLinearTiled, "").typed<LinearFn>();
+  return op;
+}
+const c10::TypedOperatorHandle<WeightGradFn>& weight_grad_op() {
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow(kLinearTiledWeightGrad, "").typed<WeightGradFn>();
   return op;
 }
 
@@ -122,15 +130,22 @@ struct RowSumFunction : torch::autograd::Function<RowSumFunction> {
   }
 };
 
-// t[..., K] as (rows, K): a view where the strides allow (flatten_leading).
-at::Tensor rows_of(const at::Tensor& t) { return t.dim() == 1 ? t.unsqueeze(0) : flatten_leading(t); }
+// grad (..., N) summed over its leading dimensions, by torch (a DTensor sharded along any of them
+// gives a Partial sum; no view that would flatten them).
+at::Tensor sum_rows(const at::Tensor& grad) {
+  if (grad.dim() == 1) return grad;  // one row
+  at::DimVector leading(grad.dim() - 1);
+  std::iota(leading.begin(), leading.end(), 0);
+  return grad.sum(leading);
+}
 
 // y = x·Wᵀ + b over the rows of x (its leading dimensions flattened):
 //   dx = grad·W   (linear_tiled with Wᵀ as its weight: a strided view, the leading dims kept),
-//   dW = gradᵀ·x  (mm_tiled over the flattened rows),
+//   dW = gradᵀ·x  (linear_tiled_weight_grad: grad and x as the forward saw them, their rows
+//                  flattened inside the op, below DTensor),
 //   db = grad summed over the rows, i.e. the row sums of dW's operand gradᵀ: where dW is needed
-//        too, one mm_tiled_row_sum computes both (in one launch where the kernel fuses the sum),
-//        else torch sums grad.
+//        too, the same call computes both (in one launch where the kernel fuses the sum), else
+//        torch sums grad.
 struct LinearFunction : torch::autograd::Function<LinearFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias, c10::string_view kernel) {
@@ -152,14 +167,55 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     const bool need_bias = ctx->saved_data.count(kHasBiasKey) > 0 && ctx->needs_input_grad(2);
     at::Tensor grad_x, grad_weight, grad_bias;
     if (need_x) grad_x = linear_op().call(grad, saved[1].mT(), std::nullopt, kernel);
-    if (need_weight && need_bias) {
-      std::tie(grad_weight, grad_bias) = row_sum_op().call(rows_of(grad).mT(), rows_of(saved[0]), kernel);
-    } else if (need_weight) {
-      grad_weight = mm_op().call(rows_of(grad).mT(), rows_of(saved[0]), kernel);
+    if (need_weight) {
+      // Without need_bias the second result is the op's empty placeholder, not a gradient.
+      auto [weight_grad, bias_grad] = weight_grad_op().call(grad, saved[0], need_bias, kernel);
+      grad_weight = std::move(weight_grad);
+      if (need_bias) grad_bias = std::move(bias_grad);
     } else if (need_bias) {
-      grad_bias = rows_of(grad).sum(0);
+      grad_bias = sum_rows(grad);
     }
     return {grad_x, grad_weight, grad_bias, at::Tensor()};
+  }
+};
+
+// (dW, db) = (Σ_r grad[r]ᵀ⊗x[r], Σ_r grad[r]), linear in grad and (dW) in x, so for incoming gdW
+// and gdb: d grad = x·gdWᵀ + gdb = linear_tiled(x, gdW, gdb), d x = grad·gdW = linear_tiled(grad,
+// gdWᵀ) (a strided view), both keeping the leading dimensions. db exists only where `bias`.
+struct WeightGradFunction : torch::autograd::Function<WeightGradFunction> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& x,
+                               bool bias, c10::string_view kernel) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    save_kernel(ctx, kernel);
+    if (bias) ctx->saved_data[kHasBiasKey] = true;
+    ctx->save_for_backward({x.requires_grad() ? grad : at::Tensor(), grad.requires_grad() ? x : at::Tensor()});
+    ctx->set_materialize_grads(false);
+    auto [grad_weight, grad_bias] = weight_grad_op().call(grad, x, bias, kernel);
+    return {grad_weight, grad_bias};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const std::string kernel = saved_kernel(ctx);
+    const at::Tensor& gdw = grads[0];
+    const bool bias = ctx->saved_data.count(kHasBiasKey) > 0;
+    const std::optional<at::Tensor> gdb =
+        bias && grads[1].defined() ? std::optional<at::Tensor>(grads[1]) : std::nullopt;
+    at::Tensor d_grad, d_x;
+    if (ctx->needs_input_grad(0)) {
+      const at::Tensor& x = saved[1];
+      if (gdw.defined()) {
+        d_grad = linear_op().call(x, gdw, gdb, kernel);
+      } else if (gdb.has_value()) {
+        at::DimVector shape(x.sizes().begin(), x.sizes().end() - 1);
+        shape.push_back(gdb->size(0));
+        d_grad = gdb->expand(shape);
+      }
+    }
+    if (ctx->needs_input_grad(1) && gdw.defined()) {
+      d_x = linear_op().call(saved[0], gdw.mT(), std::nullopt, kernel);
+    }
+    return {d_grad, d_x, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -189,6 +245,17 @@ std::tuple<at::Tensor, at::Tensor> mm_tiled_row_sum_autograd(const at::Tensor& a
   return row_sum_op().call(a, b, kernel);
 }
 
+std::tuple<at::Tensor, at::Tensor> linear_tiled_weight_grad_autograd(const at::Tensor& grad,
+                                                                    const at::Tensor& x, bool bias,
+                                                                    c10::string_view kernel) {
+  if (records_graph(grad, x)) {
+    const variable_list outputs = WeightGradFunction::apply(grad, x, bias, kernel);
+    return {outputs[0], outputs[1]};
+  }
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return weight_grad_op().call(grad, x, bias, kernel);
+}
+
 at::Tensor linear_tiled_autograd(const at::Tensor& x, const at::Tensor& weight,
                                  const std::optional<at::Tensor>& bias, c10::string_view kernel) {
   if (records_graph(x, weight, bias)) return LinearFunction::apply(x, weight, bias, kernel);
@@ -203,6 +270,7 @@ TORCH_LIBRARY_IMPL(gemm, Autograd, m) {
   m.impl("bmm_tiled", &product_autograd<&bmm_op>);
   m.impl("linear_tiled", &linear_tiled_autograd);
   m.impl("mm_tiled_row_sum", &mm_tiled_row_sum_autograd);
+  m.impl("linear_tiled_weight_grad", &linear_tiled_weight_grad_autograd);
 }
 
 }  // namespace torch_gemm

@@ -1,6 +1,10 @@
 #include "ops/mm_common.h"
 
 #include <ATen/ATen.h>
+#include <ATen/TensorUtils.h>
+
+#include <algorithm>
+#include <numeric>
 
 #include "ops/kernel_registry.h"
 
@@ -29,6 +33,38 @@ void check_dim(const char* op, const at::Tensor& t, const char* name, int64_t di
   check_defined(op, t, name);
   TORCH_CHECK(t.dim() == dim, op, ": ", name, " must be a ", dim, "-D tensor, got a ", t.dim(),
               "-D tensor of shape ", t.sizes());
+}
+
+// t[..., C] as the (rows, C) operand of a product, with no view built (each would be a trip through
+// the dispatcher): the strides a reshape to (rows, C) gives (at::detail::computeStride, so the
+// kernels and the auto rule see what flatten_leading would hand them), or, where no stride walks
+// the leading dimensions (a permuted tensor), those of a contiguous copy, which `tensor` holds.
+struct RowsOperand {
+  at::Tensor tensor;  // t, or its contiguous (rows, C) copy
+  int64_t stride_row = 0;
+  int64_t stride_col = 0;
+};
+
+RowsOperand rows_operand(const at::Tensor& t, int64_t rows) {
+  if (t.dim() == 2) return {t, t.stride(0), t.stride(1)};
+  const at::DimVector shape{rows, t.size(-1)};
+  if (const auto strides = at::detail::computeStride(t.sizes(), t.strides(), shape)) {
+    return {t, (*strides)[0], (*strides)[1]};
+  }
+  at::Tensor copy = t.reshape(shape);
+  return {copy, copy.stride(0), copy.stride(1)};
+}
+
+// grad summed over its rows into out, by torch's reduction (16-bit grad summed in fp32 and rounded
+// once), over the leading dimensions as they are: no view.
+void sum_rows_out(at::Tensor& out, const at::Tensor& grad) {
+  if (grad.dim() == 1) {  // one row: at::sum over no dimensions would reduce all of them
+    out.copy_(grad);
+    return;
+  }
+  at::DimVector leading(grad.dim() - 1);
+  std::iota(leading.begin(), leading.end(), 0);
+  at::sum_out(out, grad, leading);
 }
 
 }  // namespace
@@ -67,6 +103,18 @@ DType check_linear_inputs(const char* op, const at::Tensor& x, const at::Tensor&
                 " elements, got shape ", bias->sizes());
   }
   return dtype;
+}
+
+DType check_weight_grad_inputs(const char* op, const at::Tensor& grad, const at::Tensor& x) {
+  check_defined(op, grad, "grad");
+  check_defined(op, x, "x");
+  TORCH_CHECK(grad.dim() >= 1, op, ": grad must have at least 1 dimension, got a 0-D tensor");
+  TORCH_CHECK(x.dim() >= 1, op, ": x must have at least 1 dimension, got a 0-D tensor");
+  TORCH_CHECK(grad.dim() == x.dim() &&
+                  std::equal(grad.sizes().begin(), grad.sizes().end() - 1, x.sizes().begin()),
+              op, ": grad and x must have the same leading dimensions (all but the last), got grad of "
+              "shape ", grad.sizes(), " and x of shape ", x.sizes());
+  return check_operand_pair(op, grad, "grad", x, "x");
 }
 
 GemmParams make_gemm_params(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
@@ -188,6 +236,40 @@ std::tuple<at::Tensor, at::Tensor> mm_tiled_row_sum_on(BackendRunFn run, const a
   // Not fused: torch's reduction, which for 16-bit a also sums in fp32 and rounds once.
   if (params.row_sum == nullptr) at::sum_out(row_sum, a, /*dim=*/1);
   return {c, row_sum};
+}
+
+std::tuple<at::Tensor, at::Tensor> linear_tiled_weight_grad_on(BackendRunFn run, const at::Tensor& grad,
+                                                               const at::Tensor& x, bool bias,
+                                                               c10::string_view kernel) {
+  const DType dtype = check_weight_grad_inputs(kLinearTiledWeightGrad, grad, x);
+  // The product of the leading sizes, not -1: with a last dimension of 0 the -1 would be ambiguous.
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < grad.dim(); ++d) rows *= grad.size(d);
+  const RowsOperand g = rows_operand(grad, rows);
+  const RowsOperand xs = rows_operand(x, rows);
+  at::Tensor grad_weight = at::empty({grad.size(-1), x.size(-1)}, grad.options());
+  at::Tensor grad_bias = at::empty({bias ? grad.size(-1) : 0}, grad.options());
+  // mm_tiled_row_sum(gradᵀ, x) over the rows: A = grad's rows read transposed through their
+  // strides, B = x's rows, the row sums of A the bias gradient.
+  GemmParams params;
+  params.M = grad.size(-1);
+  params.N = x.size(-1);
+  params.K = rows;
+  params.dtype = dtype;
+  params.a = g.tensor.const_data_ptr();
+  params.a_stride_m = g.stride_col;
+  params.a_stride_k = g.stride_row;
+  params.b = xs.tensor.const_data_ptr();
+  params.b_stride_k = xs.stride_row;
+  params.b_stride_n = xs.stride_col;
+  params.c = grad_weight.mutable_data_ptr();
+  params.c_stride_m = grad_weight.stride(0);
+  params.c_stride_n = grad_weight.stride(1);
+  // With N = 0 no tile runs, so no kernel reads grad (GemmParams::row_sum).
+  if (bias && params.N > 0) params.row_sum = grad_bias.mutable_data_ptr();
+  run(kLinearTiledWeightGrad, kernel, params, grad);
+  if (bias && params.row_sum == nullptr) sum_rows_out(grad_bias, grad);
+  return {grad_weight, grad_bias};
 }
 
 }  // namespace torch_gemm

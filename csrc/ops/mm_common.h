@@ -16,6 +16,7 @@ constexpr const char* kMmTiled = "gemm::mm_tiled";
 constexpr const char* kBmmTiled = "gemm::bmm_tiled";
 constexpr const char* kLinearTiled = "gemm::linear_tiled";
 constexpr const char* kMmTiledRowSum = "gemm::mm_tiled_row_sum";
+constexpr const char* kLinearTiledWeightGrad = "gemm::linear_tiled_weight_grad";
 
 // Checks a and b for C = a @ b (2-D, matching inner dimensions, one supported dtype, one device)
 // and returns their dtype. Every failure is a TORCH_CHECK naming `op` and the argument.
@@ -27,6 +28,10 @@ DType check_bmm_inputs(const char* op, const at::Tensor& a, const at::Tensor& b)
 // The same for x[..., K] @ weight[N, K]ᵀ + bias[N].
 DType check_linear_inputs(const char* op, const at::Tensor& x, const at::Tensor& weight,
                           const std::optional<at::Tensor>& bias);
+
+// The same for linear's weight gradient: grad (..., N) and x (..., K) with equal leading
+// dimensions (at least 1 dimension each).
+DType check_weight_grad_inputs(const char* op, const at::Tensor& grad, const at::Tensor& x);
 
 // The params of c = a @ b over the tensors' own strides and storage offsets: no copies.
 GemmParams make_gemm_params(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
@@ -70,6 +75,9 @@ at::Tensor linear_tiled_on(BackendRunFn run, const at::Tensor& x, const at::Tens
                            const std::optional<at::Tensor>& bias, c10::string_view kernel);
 std::tuple<at::Tensor, at::Tensor> mm_tiled_row_sum_on(BackendRunFn run, const at::Tensor& a,
                                                        const at::Tensor& b, c10::string_view kernel);
+std::tuple<at::Tensor, at::Tensor> linear_tiled_weight_grad_on(BackendRunFn run, const at::Tensor& grad,
+                                                               const at::Tensor& x, bool bias,
+                                                               c10::string_view kernel);
 
 // Registers every gemm op for the dispatch key of `m` (TORCH_LIBRARY_IMPL) on backend kRun.
 template <BackendRunFn kRun>
@@ -86,6 +94,10 @@ void register_gemm_ops(torch::Library& m) {
   });
   m.impl("mm_tiled_row_sum", [](const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
     return mm_tiled_row_sum_on(kRun, a, b, kernel);
+  });
+  m.impl("linear_tiled_weight_grad", [](const at::Tensor& grad, const at::Tensor& x, bool bias,
+                                        c10::string_view kernel) {
+    return linear_tiled_weight_grad_on(kRun, grad, x, bias, kernel);
   });
 }
 
