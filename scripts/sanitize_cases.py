@@ -75,8 +75,9 @@ def run_cases(name: str, dtype: torch.dtype, shapes: list, tol: float) -> int:
 
 
 def run_row_sum_cases(name: str, dtype: torch.dtype, shapes: list, tol: float) -> int:
-    """mm_tiled_row_sum on every shape with a = gᵀ, as linear_tiled's backward calls it: the row
-    sums the kernel writes besides C. Returns the number of wrong results."""
+    """mm_tiled_row_sum on every shape with a = gᵀ, as linear_tiled_weight_grad (linear's
+    backward) runs it: the row sums the kernel writes besides C. Returns the number of wrong
+    results."""
     bad = 0
     for M, N, K in shapes:
         g, b = torch.randn(K, M).to(dtype), torch.randn(K, N).to(dtype)
