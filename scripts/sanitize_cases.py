@@ -1,16 +1,29 @@
-"""Runs every CUDA kernel of the build on shapes with edge tiles, in every dtype it takes and in
-transposed/offset layouts, once each, plus one linear_tiled with a bias per kernel and dtype, and
-for kernels that fuse mm_tiled_row_sum's row sums that op on every shape: the workload
-scripts/sanitize.sh runs under compute-sanitizer. Exits non-zero if any result is wrong.
-A kernel that multiplies float32 in TF32 runs its float32 cases with TF32 allowed (and a TF32
-tolerance). SANITIZE_KERNELS=wgmma_sm90,mma_sm80 restricts the run to those kernels.
+"""The workload scripts/sanitize.sh runs under compute-sanitizer, in groups: each group an
+environment (the TORCH_GEMM_WGMMA_* overrides, read once per process) and its cases, run by
+`sanitize_cases.py --group NAME` in a process of its own; `--list-groups` names them.
 
-Inputs are made on the CPU and copied to the GPU, and results are checked on the CPU: the
-sanitizers instrument only our kernels (--kernel-name kns=gemm_), so memory written by torch's
-own kernels would look uninitialized to initcheck, while host copies are tracked."""
+The default group runs every CUDA kernel of the build on shapes with edge tiles, in every dtype it
+takes and in transposed/offset layouts, plus one linear_tiled with a bias per kernel and dtype and,
+for kernels that fuse mm_tiled_row_sum's row sums, that op on every shape. Besides that sweep, each
+group holds NAMED cases: the path inside a kernel that a case is meant to reach (a tile, a split,
+stream-K, a repack, C's store, the row sums, decode_sm80's token tiles and K split) and why its
+shape selects it. Each case states what the plan must say for it (wgmma_sm90's sm90_plan, the
+auto rule and decode's token tiles), which tests/test_sanitize_cases.py checks on the CPU for a
+132-SM H100/H200 and this script checks again on the GPU before running it, so that a change of
+heuristics cannot silently leave a path unchecked. A kernel that multiplies float32 in TF32 runs
+its float32 cases with TF32 allowed (and a TF32 tolerance). SANITIZE_KERNELS=wgmma_sm90,mma_sm80
+restricts every group to those kernels.
 
+Inputs are made on the CPU and copied to the GPU, and results are checked on the CPU against
+float64: the sanitizers instrument only our kernels (--kernel-name kns=torch_gemm), so memory
+written by torch's own kernels would look uninitialized to initcheck, while host copies are
+tracked."""
+
+import argparse
 import os
 import sys
+from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 
@@ -18,19 +31,224 @@ import torch_gemm
 from torch_gemm.ops import DTYPE_BY_NAME
 
 SHAPES = [(1, 1, 1), (7, 5, 3), (33, 65, 17), (129, 257, 31), (128, 128, 8), (255, 129, 130), (16, 4, 513)]
-# For the tensor-core kernels: C rows 16-byte aligned (wgmma's TMA-store epilogue) with edge tiles
-# in M, N and K. On a 132-SM H100/H200, 16-bit: the first takes wgmma's 64×128 tiles, the second
-# (68 tiles, one wave) and third (350 tiles, 3 rounds) its paired 128×128 tiles, the fourth its
-# paired 128×256 tiles (225 tiles: a persistent block stores several through its box ring); tf32
-# takes 64×256 tiles on the first two and 128×256 on the others. K is long enough (5 k-tiles of
-# 64, 10 of tf32's 32) for the rings to wrap. The 128×256 tiles split along K, which the plan no
-# longer picks (TORCH_GEMM_WGMMA_SHAPE=2x2), are not in this run.
+# The tensor-core kernels also run these in the sweep's four layouts: C rows 16-byte aligned with
+# edge tiles in M, N and K, K long enough for the stage rings to wrap. The named cases below say
+# which wgmma_sm90 path each shape reaches.
 TENSOR_CORE_SHAPES = [(200, 264, 72), (250, 4264, 2050), (1250, 4400, 320), (1800, 3840, 320)]
 TENSOR_CORE_KERNELS = ("wgmma_sm90", "mma_sm80")
 # Kernels whose bias reaches the consumers through an mbarrier-ordered shared-memory row, which
 # racecheck reports as a race although it is ordered (scripts/racecheck_probe.cu shows the same on
 # a minimal kernel); sanitize.sh names the tool in SANITIZE_TOOL.
 RACECHECK_BLIND_TO_BIAS = ("wgmma_sm90",)
+# The device the named cases' shapes are chosen for: an H100's or H200's multiprocessors.
+PLAN_SM_COUNT = 132
+# The overrides the launcher reads, and sm90_plan's argument for each.
+OVERRIDE_ARGS = {
+    "TORCH_GEMM_WGMMA_SHAPE": "shape",
+    "TORCH_GEMM_WGMMA_CLUSTER": "cluster",
+    "TORCH_GEMM_WGMMA_STREAM_K": "stream_k",
+    "TORCH_GEMM_WGMMA_MAX_CLUSTERS": "max_clusters",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call aimed at one path. op: "mm" (mm_tiled), "linear" (linear_tiled(a, bᵀ, bias)),
+    "row_sum" (mm_tiled_row_sum) or "bmm" (bmm_tiled, `batch` products). a_k_major / b_k_major:
+    stride 1 along K; offset: elements before each operand's data (1 leaves it 2 or 4 bytes off
+    the 16 bytes TMA needs). expect: the plan's fields for this call (wgmma_sm90: sm90_plan's
+    keys; decode_sm80: "token_tiles" and "splits_k")."""
+
+    path: str
+    why: str
+    kernel: str
+    M: int
+    N: int
+    K: int
+    dtype: str = "bfloat16"
+    op: str = "mm"
+    batch: int = 1
+    a_k_major: bool = True
+    b_k_major: bool = True
+    offset: int = 0
+    expect: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Cases that run in one process under `env`; sweep: the default group's run of every
+    kernel over SHAPES."""
+
+    name: str
+    env: dict
+    cases: tuple
+    sweep: bool = False
+
+
+WIDE = {"tile": (128, 256), "consumers": 2, "split_k": 1}
+DEFAULT_CASES = (
+    Case("wgmma 128x256 pairs", "225 tiles of 128x256 (15x15): several rounds, so pairs share B, "
+         "and a persistent block stores several tiles through its box ring",
+         "wgmma_sm90", 1800, 3840, 320, expect={**WIDE, "cluster": 2, "stream_k": False}),
+    Case("wgmma 128x256 single", "tf32: 8x10 = 80 tiles of 128x256 fill one short wave, where a "
+         "pair's start costs more than sharing B saves",
+         "wgmma_sm90", 1024, 2560, 256, dtype="float32", expect={**WIDE, "cluster": 1}),
+    Case("wgmma 64x256", "mm_tiled_row_sum takes no 128-column tiles: 4 tiles of 128x256 are "
+         "fewer than half the SMs, so 64-row tiles",
+         "wgmma_sm90", 200, 264, 72, op="row_sum", a_k_major=False,
+         expect={"tile": (64, 256), "consumers": 1, "split_k": 1}),
+    Case("wgmma 64x128 unsplit", "8 tiles of 64x128 with 16 k-tiles: too short a K to split",
+         "wgmma_sm90", 64, 512, 1024, expect={"tile": (64, 128), "split_k": 1}),
+    Case("wgmma 64x128 split 2", "8 tiles of 64x128, 32 k-tiles: 2 slices of 16",
+         "wgmma_sm90", 64, 1024, 2048, expect={"tile": (64, 128), "split_k": 2}),
+    Case("wgmma 64x128 split 4", "2 tiles of 64x128, 64 k-tiles: 4 slices of 16",
+         "wgmma_sm90", 64, 256, 4096, expect={"tile": (64, 128), "split_k": 4}),
+    Case("wgmma 64x128 split 8", "1 tile of 64x128, 128 k-tiles: 8 slices of 16 (a cluster of 8)",
+         "wgmma_sm90", 64, 128, 8192, expect={"tile": (64, 128), "split_k": 8}),
+    Case("wgmma 128x128 pairs", "10x35 = 350 tiles of 128x128 take fewer rounds than 10x18 of "
+         "128x256 cost",
+         "wgmma_sm90", 1250, 4400, 320,
+         expect={"tile": (128, 128), "consumers": 2, "cluster": 2, "split_k": 1}),
+    Case("wgmma repack odd leading dimension", "K = 2050 bf16: A's and B's rows are 4100 bytes, "
+         "not a multiple of the 16 TMA needs, so both are copied into the workspace first",
+         "wgmma_sm90", 250, 4264, 2050,
+         expect={"a": {"k_major": True, "repack": True}, "b": {"k_major": True, "repack": True}}),
+    Case("wgmma repack misaligned", "A and B one element past a 16-byte boundary: TMA cannot "
+         "read them in place",
+         "wgmma_sm90", 200, 264, 72, offset=1,
+         expect={"a": {"k_major": True, "repack": True}, "b": {"k_major": True, "repack": True}}),
+    Case("wgmma operands MN-major", "A column-major and B row-major (both stride 1 along M/N): "
+         "TMA reads them in place, the wgmmas transposed",
+         "wgmma_sm90", 200, 264, 72, a_k_major=False, b_k_major=False,
+         expect={"a": {"k_major": False, "repack": False}, "b": {"k_major": False, "repack": False}}),
+    Case("wgmma store registers", "N = 263: C's rows (526 bytes) are not 16-byte aligned, so no "
+         "TMA store",
+         "wgmma_sm90", 200, 263, 72, expect={"store": "registers"}),
+    Case("wgmma store tma", "N = 264: C's rows are 528 bytes, 16-byte aligned",
+         "wgmma_sm90", 200, 264, 72, expect={"store": "tma", "transposed": False}),
+    Case("wgmma tf32 transposed", "float32 with B row-major (N-major), which the tf32 wgmma "
+         "cannot read: Cᵀ = Bᵀ·Aᵀ runs instead, C filled by transposed TMA boxes",
+         "wgmma_sm90", 1800, 3840, 320, dtype="float32", b_k_major=False,
+         expect={"transposed": True, "store": "tma_transposed"}),
+    Case("wgmma tf32", "float32 with both operands K-major: the tf32 wgmma reads them as they are",
+         "wgmma_sm90", 200, 264, 72, dtype="float32",
+         expect={"transposed": False, "store": "tma", "tile": (64, 256)}),
+    Case("wgmma bias", "linear_tiled with a bias: the bias row through shared memory in the "
+         "epilogue, on paired 128x256 tiles",
+         "wgmma_sm90", 1800, 3840, 320, op="linear", expect={**WIDE, "cluster": 2}),
+    Case("wgmma row sums fused", "bf16 with 15 tile columns (>= 8): the producer's idle warps "
+         "sum A's rows",
+         "wgmma_sm90", 1800, 3840, 320, op="row_sum", expect={"row_sum": "fused"}),
+    Case("wgmma row sums separate", "2 tile columns (< 8): row_sum_slices_kernel before the product",
+         "wgmma_sm90", 200, 264, 72, op="row_sum", a_k_major=False, expect={"row_sum": "separate"}),
+    Case("wgmma row sums separate tf32", "float32 never fuses the row sums",
+         "wgmma_sm90", 1250, 4400, 320, dtype="float32", op="row_sum", expect={"row_sum": "separate"}),
+    Case("wgmma batched", "bmm_tiled, 3 products: 120 tiles of 128x128 over the batch fit one "
+         "wave, where 240 of 64x128 would not",
+         "wgmma_sm90", 600, 1000, 200, op="bmm", batch=3, expect={"tile": (128, 128)}),
+    Case("decode 1 token tile unsplit", "4 rows: one 8-token tile; 264 blocks of 16 columns fill "
+         "the 2 slots of each SM, so K stays whole (auto takes decode_sm80)",
+         "decode_sm80", 4, 4224, 1024, expect={"token_tiles": 1, "splits_k": False}),
+    Case("decode 1 token tile split", "1 row against a 2048x8192 weight: 128 blocks fill half of "
+         "the 264 slots, so K splits across blocks and a second kernel adds the sums",
+         "decode_sm80", 1, 2048, 8192, expect={"token_tiles": 1, "splits_k": True}),
+    Case("decode 2 token tiles unsplit", "12 rows: two 8-token tiles; 264 blocks fill the slots",
+         "decode_sm80", 12, 4224, 1024, expect={"token_tiles": 2, "splits_k": False}),
+    Case("decode 2 token tiles split", "16 rows against a 2048x8192 weight: 128 blocks, K split",
+         "decode_sm80", 16, 2048, 8192, expect={"token_tiles": 2, "splits_k": True}),
+    Case("decode 4 token tiles", "24 rows (kernel= only: auto stops at 16): four 8-token tiles",
+         "decode_sm80", 24, 1024, 1024, expect={"token_tiles": 4}),
+    Case("decode 8 token tiles", "40 rows: eight 8-token tiles, two passes' worth",
+         "decode_sm80", 40, 1024, 1024, expect={"token_tiles": 8}),
+    Case("gemv", "1 row against a small weight (N·K < 2^24): auto's gemv",
+         "gemv", 1, 1000, 1000, expect={"auto": "gemv"}),
+    Case("multistage split-K", "float32, 64 rows: 2 small tiles and 128 k-tiles, split 8 ways "
+         "(plan_multistage, not exposed on the CPU: unchecked)",
+         "multistage", 64, 256, 4096, dtype="float32"),
+)
+GROUPS = (
+    Group("default", {}, DEFAULT_CASES, sweep=True),
+    Group("wgmma_split_2x2", {"TORCH_GEMM_WGMMA_SHAPE": "2x2"}, (
+        Case("wgmma 128x256 split 2", "TORCH_GEMM_WGMMA_SHAPE=2x2 forces 128x256 tiles in 2 slices "
+             "of K, reduced through the pair's distributed shared memory (the plan no longer picks it)",
+             "wgmma_sm90", 1800, 3840, 320, expect={**WIDE, "split_k": 2}),
+        Case("wgmma 128x256 split 2 edges", "the same on edge tiles in M, N and K",
+             "wgmma_sm90", 250, 520, 200, expect={**WIDE, "split_k": 2}),
+    )),
+    Group("wgmma_stream_k", {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_MAX_CLUSTERS": "16"}, (
+        Case("wgmma stream-K", "225 tiles of 128x256 in 113 pair turns over 16 resident clusters: "
+             "the last 8 turns are dealt out as k-tiles, partial sums meeting in the workspace",
+             "wgmma_sm90", 1800, 3840, 320, expect={**WIDE, "cluster": 2, "stream_k": True}),
+    )),
+)
+# The paths the list must reach: removing the last case of one fails tests/test_sanitize_cases.py.
+REQUIRED_PATHS = tuple(case.path for group in GROUPS for case in group.cases)
+
+
+def operands(case: Case) -> tuple:
+    """The case's A and B (and a bias for "linear") on the CPU, as views of storages with
+    `offset` elements in front, in the layouts the case names."""
+    dtype, off = getattr(torch, case.dtype), case.offset
+    M, N, K, batch = case.M, case.N, case.K, case.batch
+
+    def view(rows: int, cols: int, rows_contiguous: bool) -> torch.Tensor:
+        base = torch.randn(batch * rows * cols + off).to(dtype)
+        strides = (1, rows) if rows_contiguous else (cols, 1)
+        if case.op == "bmm":
+            return base.as_strided((batch, rows, cols), (rows * cols, *strides), off)
+        return base.as_strided((rows, cols), strides, off)
+
+    a = view(M, K, rows_contiguous=not case.a_k_major)
+    b = view(K, N, rows_contiguous=case.b_k_major)
+    bias = torch.randn(N).to(dtype) if case.op == "linear" else None
+    return a, b, bias
+
+
+def on_gpu(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """The same view of a copy of t's storage on the GPU (same strides and offset)."""
+    if t is None:
+        return None
+    base = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())
+    return base.cuda().as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def plan(case: Case, env: dict, sm_count: int = PLAN_SM_COUNT) -> dict:
+    """What the plans say about the case on a GPU of sm_count SMs under env: sm90_plan's answer
+    for wgmma_sm90; for the other kernels the kernel auto picks and decode's token tiles and
+    whether decode_sm80 splits K (auto leaves such decode calls to wgmma_sm90 on sm_90)."""
+    a, b, _ = operands(case)
+    if case.kernel == "wgmma_sm90":
+        base = 256  # a 16-byte-aligned allocation; the offset decides the alignment
+        overrides = {arg: env[var] for var, arg in OVERRIDE_ARGS.items() if var in env}
+        return torch_gemm._C.sm90_plan(
+            case.M, case.N, case.K, sm_count=sm_count, batch=case.batch, dtype=case.dtype,
+            a_strides=list(a.stride()), b_strides=list(b.stride()),
+            a_address=base + a.storage_offset() * a.element_size(),
+            b_address=base + b.storage_offset() * b.element_size(),
+            bias=case.op == "linear", row_sum=case.op == "row_sum", **overrides)
+    answer = {"auto": torch_gemm._C.auto_kernel(
+        case.M, case.N, case.K, dtype=case.dtype, sm=90, sm_count=sm_count,
+        b_stride_k=b.stride(-2), allow_tf32=False)["kernel"]}
+    if case.kernel == "decode_sm80":
+        # decode_plan.cpp: one 8-token tile up to 8 rows, 2 up to 16, 4 up to 32, else 8.
+        answer["token_tiles"] = next(t for t in (1, 2, 4, 8) if case.M <= 8 * t or t == 8)
+        if case.M <= 16:
+            answer["splits_k"] = answer["auto"] == "wgmma_sm90"
+    return answer
+
+
+def mismatches(case: Case, answer: dict) -> list:
+    """The expected fields the plan's answer disagrees on, as 'key: expected X, planned Y'."""
+    wrong = []
+    for key, want in case.expect.items():
+        got = answer.get(key)
+        if isinstance(want, dict) and isinstance(got, dict):
+            got = {k: got.get(k) for k in want}
+        if isinstance(got, list):
+            got = tuple(got)
+        if got != want:
+            wrong.append(f"{key}: expected {want}, planned {got}")
+    return wrong
 
 
 def tolerance(dtype: torch.dtype, tf32: bool) -> float:
@@ -47,7 +265,11 @@ def check(name: str, what: str, out: torch.Tensor, ref: torch.Tensor, tol: float
     return 1
 
 
-def run_cases(name: str, dtype: torch.dtype, shapes: list, tol: float) -> int:
+def racecheck_skips_bias(name: str) -> bool:
+    return name in RACECHECK_BLIND_TO_BIAS and os.environ.get("SANITIZE_TOOL") == "racecheck"
+
+
+def run_sweep_cases(name: str, dtype: torch.dtype, shapes: list, tol: float) -> int:
     """Every shape in the four layouts through mm_tiled, then the last shape through linear_tiled
     with a bias (added by the kernel); returns the number of wrong results."""
     bad = 0
@@ -63,7 +285,7 @@ def run_cases(name: str, dtype: torch.dtype, shapes: list, tol: float) -> int:
             out = torch_gemm.mm_tiled(a, b, kernel=name).cpu()
             ref = a_cpu.double() @ b_cpu.double()
             bad += check(name, f"{dtype} {(M, N, K)} a_t={a_t} b_t={b_t}", out, ref, tol)
-    if name in RACECHECK_BLIND_TO_BIAS and os.environ.get("SANITIZE_TOOL") == "racecheck":
+    if racecheck_skips_bias(name):
         print(f"sanitize_cases: {name} {dtype} linear + bias left out of racecheck "
               "(its bias row's mbarrier handoff, scripts/racecheck_probe.cu)")
         return bad
@@ -74,7 +296,7 @@ def run_cases(name: str, dtype: torch.dtype, shapes: list, tol: float) -> int:
     return bad + check(name, f"{dtype} linear {(M, N, K)} + bias", out, ref, tol)
 
 
-def run_row_sum_cases(name: str, dtype: torch.dtype, shapes: list, tol: float) -> int:
+def run_row_sum_sweep(name: str, dtype: torch.dtype, shapes: list, tol: float) -> int:
     """mm_tiled_row_sum on every shape with a = gᵀ, as linear_tiled_weight_grad (linear's
     backward) runs it: the row sums the kernel writes besides C. Returns the number of wrong
     results."""
@@ -87,38 +309,111 @@ def run_row_sum_cases(name: str, dtype: torch.dtype, shapes: list, tol: float) -
     return bad
 
 
-def main() -> int:
-    only = [k for k in os.environ.get("SANITIZE_KERNELS", "").split(",") if k]
-    names = {row["name"] for row in torch_gemm.kernel_table() if row["device"] == "cuda"}
-    unknown = sorted(set(only) - names)
+def run_sweep(rows: list) -> int:
+    bad = 0
+    for row in rows:
+        name = row["name"]
+        shapes = SHAPES + (TENSOR_CORE_SHAPES if name in TENSOR_CORE_KERNELS else [])
+        for dtype in (DTYPE_BY_NAME[d] for d in row["dtypes"]):
+            tf32 = bool(row.get("tf32")) and dtype == torch.float32
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            bad += run_sweep_cases(name, dtype, shapes, tolerance(dtype, tf32))
+            if row["row_sum"]:
+                bad += run_row_sum_sweep(name, dtype, shapes, tolerance(dtype, tf32))
+    return bad
+
+
+def run_named_case(case: Case, env: dict, tf32: bool) -> int:
+    """Checks that the case still reaches its path on this GPU (where it has the SMs the shapes
+    were chosen for), runs it and checks the result; returns 1 if either fails."""
+    if case.op == "linear" and racecheck_skips_bias(case.kernel):
+        print(f"sanitize_cases: [{case.path}] left out of racecheck (the bias row's mbarrier "
+              "handoff, scripts/racecheck_probe.cu)")
+        return 0
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    wrong = mismatches(case, plan(case, env, sm_count))
+    if wrong and sm_count == PLAN_SM_COUNT:
+        print(f"NOT REACHED [{case.path}] {(case.M, case.N, case.K)}: {'; '.join(wrong)}")
+        return 1
+    if wrong:
+        print(f"sanitize_cases: [{case.path}] planned otherwise on {sm_count} SMs (shapes chosen "
+              f"for {PLAN_SM_COUNT}): {'; '.join(wrong)}")
+    a, b, bias = operands(case)
+    a_gpu, b_gpu, bias_gpu = on_gpu(a), on_gpu(b), on_gpu(bias)
+    ref_a, ref_b = a.double(), b.double()
+    if case.op == "linear":
+        out = torch_gemm.linear_tiled(a_gpu, b_gpu.t(), bias_gpu, kernel=case.kernel).cpu()
+        ref = ref_a @ ref_b + bias.double()
+    elif case.op == "row_sum":
+        out, row_sum = torch_gemm.mm_tiled_row_sum(a_gpu, b_gpu, kernel=case.kernel)
+        tol = tolerance(getattr(torch, case.dtype), tf32)
+        if check(case.kernel, f"[{case.path}] row sums", row_sum.cpu(), ref_a.sum(1), tol):
+            return 1
+        out, ref = out.cpu(), ref_a @ ref_b
+    elif case.op == "bmm":
+        out, ref = torch_gemm.bmm_tiled(a_gpu, b_gpu, kernel=case.kernel).cpu(), ref_a @ ref_b
+    else:
+        out, ref = torch_gemm.mm_tiled(a_gpu, b_gpu, kernel=case.kernel).cpu(), ref_a @ ref_b
+    print(f"sanitize_cases: [{case.path}] {case.kernel} {case.op} {case.dtype} "
+          f"{(case.batch, case.M, case.N, case.K)}: {case.why}")
+    return check(case.kernel, f"[{case.path}]", out, ref, tolerance(getattr(torch, case.dtype), tf32))
+
+
+def run_group(group: Group, only: list) -> int:
+    for var in OVERRIDE_ARGS:
+        if os.environ.get(var) not in (None, group.env.get(var)):
+            print(f"sanitize_cases: {var}={os.environ[var]} is set; group {group.name} runs with "
+                  f"{group.env.get(var, 'it unset')} (unset it)")
+            return 2
+    # Before the first launch: the launcher reads the overrides once per process.
+    os.environ.update(group.env)
+    table = {row["name"]: row for row in torch_gemm.kernel_table() if row["device"] == "cuda"}
+    unknown = sorted(set(only) - set(table))
     if unknown:
         print(f"sanitize_cases: SANITIZE_KERNELS names no CUDA kernel of this build: {unknown} "
-              f"(there are {sorted(names)})")
+              f"(there are {sorted(table)})")
         return 2
     major, minor = torch.cuda.get_device_capability()
-    bad = 0
-    for row in torch_gemm.kernel_table():
-        name = row["name"]
-        if row["device"] != "cuda" or (only and name not in only):
+    runnable = []
+    for name, row in table.items():
+        if only and name not in only:
             continue
         if row["min_sm"] > major * 10 + minor:
             print(f"sanitize_cases: {name} needs sm_{row['min_sm']}, skipped on sm_{major}{minor}")
             continue
-        shapes = SHAPES + (TENSOR_CORE_SHAPES if name in TENSOR_CORE_KERNELS else [])
-        for dtype in (DTYPE_BY_NAME[d] for d in row["dtypes"]):
-            tf32 = bool(row.get("tf32")) and dtype == torch.float32
-            allowed = torch.backends.cuda.matmul.allow_tf32
+        runnable.append(row)
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    bad = 0
+    try:
+        if group.sweep:
+            bad += run_sweep(runnable)
+        names = {row["name"]: row for row in runnable}
+        for case in group.cases:
+            if case.kernel not in names:
+                continue
+            tf32 = bool(names[case.kernel].get("tf32")) and case.dtype == "float32"
             torch.backends.cuda.matmul.allow_tf32 = tf32
-            try:
-                bad += run_cases(name, dtype, shapes, tolerance(dtype, tf32))
-                if row["row_sum"]:
-                    bad += run_row_sum_cases(name, dtype, shapes, tolerance(dtype, tf32))
-            finally:
-                torch.backends.cuda.matmul.allow_tf32 = allowed
+            bad += run_named_case(case, group.env, tf32)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
     torch.cuda.synchronize()
-    print(f"sanitize_cases: {'all correct' if not bad else f'{bad} wrong'}")
+    print(f"sanitize_cases: group {group.name}: {'all correct' if not bad else f'{bad} wrong'}")
     return 1 if bad else 0
 
 
+def main(argv: list) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--list-groups", action="store_true", help="print the groups' names, one a line")
+    what.add_argument("--group", choices=[g.name for g in GROUPS], help="run this group's cases")
+    args = parser.parse_args(argv)
+    if args.list_groups:
+        for group in GROUPS:
+            print(group.name)
+        return 0
+    only = [k for k in os.environ.get("SANITIZE_KERNELS", "").split(",") if k]
+    return run_group(next(g for g in GROUPS if g.name == args.group), only)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
