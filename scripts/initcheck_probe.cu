@@ -35,6 +35,18 @@ __device__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// This block's box of the output, from `staged` in shared memory, by one TMA store (the thread
+// that calls it), waited for before the kernel ends.
+__device__ void tma_store_box(const CUtensorMap& map, const float* staged) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+          reinterpret_cast<uint64_t>(&map)),
+      "r"(smem_u32(staged)), "r"(0), "r"(static_cast<int>(blockIdx.x) * kBox)
+      : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
 // The output by plain stores: thread t of `threads` writes elements t, t + threads, ... of the
 // block's box.
 __device__ void store_box(float* out, int first_thread, int threads) {
@@ -79,13 +91,7 @@ __global__ void __launch_bounds__(kWarpgroup) initcheck_probe_tma_store(const __
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   if (threadIdx.x == 0) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
-            reinterpret_cast<uint64_t>(&map)),
-        "r"(smem_u32(staged)), "r"(0), "r"(static_cast<int>(blockIdx.x) * kBox)
-        : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    tma_store_box(map, staged);
   }
 }
 
@@ -117,13 +123,7 @@ __global__ void __launch_bounds__(3 * kWarpgroup, 1) initcheck_probe_all(const _
   }
   __syncthreads();
   if (threadIdx.x == kWarpgroup) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
-            reinterpret_cast<uint64_t>(&map)),
-        "r"(smem_u32(staged)), "r"(0), "r"(static_cast<int>(blockIdx.x) * kBox)
-        : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    tma_store_box(map, staged);
   }
 #endif
 }
