@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include "ops/explain.h"
+#include "ops/fp32_precision.h"
 #include "ops/kernel_registry.h"
 #ifdef TORCH_GEMM_WITH_CUDA
 #include "kernels/launch.h"
@@ -65,6 +66,23 @@ PYBIND11_MODULE(_C, m) {
 #endif
       },
       "Whether the CUDA kernels were compiled into this build.");
+  m.def(
+      "set_fp32_precision",
+      [](const std::string& mode) {
+        TORCH_CHECK(mode == "ieee" || mode == "3xtf32",
+                    "set_fp32_precision: mode must be 'ieee' or '3xtf32', got '", mode, "'");
+        torch_gemm::set_fp32_precision(mode == "3xtf32" ? torch_gemm::Fp32Precision::kThreeTf32
+                                                         : torch_gemm::Fp32Precision::kIeee);
+      },
+      "Process-wide: 'ieee' (default) or '3xtf32', the float32 precision kernel='auto' gives "
+      "float32 products while torch does not allow TF32 (torch_gemm.set_fp32_precision).");
+  m.def(
+      "get_fp32_precision",
+      [] {
+        return std::string(torch_gemm::fp32_precision() == torch_gemm::Fp32Precision::kThreeTf32
+                               ? "3xtf32" : "ieee");
+      },
+      "The current torch_gemm float32 precision: 'ieee' or '3xtf32'.");
   torch_gemm::bind_plans(m);
 #ifdef TORCH_GEMM_WITH_CUDA
   m.def(

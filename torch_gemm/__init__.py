@@ -18,6 +18,7 @@ from torch_gemm.ops import (
     available_kernels, bmm_tiled, explain, kernel_table, linear_tiled, linear_tiled_weight_grad, mm_tiled,
     mm_tiled_row_sum,
 )
+from torch_gemm.precision import fp32_precision, get_fp32_precision, set_fp32_precision
 from torch_gemm.version import __version__
 
 __all__ = [
@@ -27,12 +28,15 @@ __all__ = [
     "bmm_tiled",
     "describe_build",
     "explain",
+    "fp32_precision",
+    "get_fp32_precision",
     "kernel_table",
     "linear_tiled",
     "linear_tiled_weight_grad",
     "mm_tiled",
     "mm_tiled_row_sum",
     "nn",
+    "set_fp32_precision",
     "swap_linear",
     "unswap_linear",
 ]

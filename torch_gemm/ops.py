@@ -86,7 +86,8 @@ def available_kernels(
 # sm90_plan's keyword arguments.
 _SM90_OVERRIDES = {"shape": "TORCH_GEMM_WGMMA_SHAPE", "cluster": "TORCH_GEMM_WGMMA_CLUSTER",
                    "stream_k": "TORCH_GEMM_WGMMA_STREAM_K", "max_clusters": "TORCH_GEMM_WGMMA_MAX_CLUSTERS"}
-_CUDA_KERNEL_NAMES = ("naive", "smem16", "smem32", "regtile", "warptile", "multistage", "gemv", "mma_sm80", "wgmma_sm90")
+_CUDA_KERNEL_NAMES = ("naive", "smem16", "smem32", "regtile", "warptile", "multistage", "gemv", "decode_sm80",
+                      "mma_sm80", "wgmma_sm90", "wgmma_sm90_3xtf32")
 
 
 def _positive_int(fn: str, name: str, value, *, optional: bool) -> Optional[int]:
@@ -198,7 +199,8 @@ def explain(
     with_sm90a = bool(_C.built_with_sm90a()) if _C.built_with_cuda() else True
     if kernel == "auto":
         choice = _C.auto_kernel(M, N, K, dtype=_torch_dtype_name(dtype), sm=sm, sm_count=sm_count,
-                                b_stride_k=b_sk, allow_tf32=bool(allow_tf32), sm90a=with_sm90a)
+                                b_stride_k=b_sk, allow_tf32=bool(allow_tf32), sm90a=with_sm90a,
+                                three_tf32=_C.get_fp32_precision() == "3xtf32")
         answer.update(kernel=choice["kernel"], reason=choice["reason"])
     else:
         name = _ALIASES.get(kernel, kernel)
@@ -206,6 +208,12 @@ def explain(
             raise ValueError(f"{fn}: unknown kernel '{kernel}'; kernels for cuda: "
                              + ", ".join(("auto",) + _CUDA_KERNEL_NAMES))
         answer.update(kernel=name, reason=f"asked for by kernel='{kernel}'")
+    if answer["kernel"] == "wgmma_sm90_3xtf32":
+        if dtype != torch.float32 or sm != 90:
+            raise ValueError(f"{fn}: kernel 'wgmma_sm90_3xtf32' takes Float on compute capability 9.0 only")
+        # The TF32 product over 3·K that it runs on its split operands (dense, K-major, aligned).
+        answer["plan"] = _C.sm90_plan(M, N, 3 * K, sm_count=sm_count, batch=batch, dtype="float32",
+                                      bias=bias is not None, max_active_clusters=max_active_clusters)
     if answer["kernel"] == "wgmma_sm90":
         if dtype not in (torch.bfloat16, torch.float16, torch.float32):
             raise ValueError(f"{fn}: kernel 'wgmma_sm90' does not support dtype {_c10_name(dtype)} "

@@ -29,11 +29,13 @@ constexpr int64_t kMinWarptileTiles = 48;
 // every shape (its launcher takes smaller tiles or splits K where its tiles are few, and it beat
 // mma_sm80 at every measured shape), mma.sync on other GPUs from sm_80. fp32 where torch allows
 // TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile (there is no mma.sync
-// tf32 rung to fall back to, and the CUDA cores are several times slower); otherwise the CUDA
+// tf32 rung to fall back to, and the CUDA cores are several times slower); with TF32 off but
+// 3xTF32 opted into, the same shapes on wgmma_sm90_3xtf32 (float32's accuracy); otherwise the CUDA
 // cores: multistage from sm_80 (its launcher picks tile and split-K by shape, and it beat the
 // older rungs everywhere); before it smem16 for decode shapes, smem32 for few tiles, else
 // warptile. fp64 (and 16-bit before sm_80): the 32x32 tile.
-AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool with_sm90a) {
+AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool with_sm90a,
+                              bool three_tf32) {
   const DType dtype = p.dtype;
   const int64_t M = p.M, N = p.N, K = p.K;
   const bool sixteen_bit = dtype == DType::kBFloat16 || dtype == DType::kFloat16;
@@ -54,6 +56,10 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
   if (wgmma && sixteen_bit) return {"wgmma_sm90", AutoRule::kWgmma};
   if (wgmma && dtype == DType::kFloat32 && allow_tf32 && std::min(M, N) >= kWgmmaBlockM) {
     return {"wgmma_sm90", AutoRule::kWgmmaTf32};
+  }
+  if (wgmma && dtype == DType::kFloat32 && !allow_tf32 && three_tf32 &&
+      std::min(M, N) >= kWgmmaBlockM && 3 * K <= std::numeric_limits<int32_t>::max()) {
+    return {"wgmma_sm90_3xtf32", AutoRule::kWgmma3xTf32};
   }
   if (sixteen_bit) {
     return sm >= kMmaMinSm ? AutoChoice{"mma_sm80", AutoRule::kMmaSm80}
@@ -82,6 +88,9 @@ const char* describe_auto_choice(AutoRule rule) {
       "bf16/fp16 on compute capability 9.0: Hopper's wgmma at every shape (its plan takes smaller "
       "tiles, split-K or stream-K where 128x256 tiles are few)",
       "float32 with TF32 allowed on compute capability 9.0, M and N at least 128: wgmma in tf32",
+      "float32 with TF32 off and torch_gemm's float32 precision set to '3xtf32', on compute "
+      "capability 9.0, M and N at least 128: each operand split once into TF32 big and small "
+      "parts, big·big + big·small + small·big on wgmma's TF32 tensor cores",
       "bf16/fp16 from compute capability 8.0 (without wgmma): the tensor cores through mma.sync",
       "bf16/fp16 before compute capability 8.0 (no mma.sync): the 32x32 shared-memory tile",
       "float64: the 32x32 shared-memory tile",

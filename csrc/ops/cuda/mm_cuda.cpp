@@ -12,6 +12,7 @@
 #include "kernels/grid.cuh"
 #include "kernels/launch.h"
 #include "ops/auto_kernel.h"
+#include "ops/fp32_precision.h"
 #include "ops/kernel_registry.h"
 #include "ops/mm_common.h"
 
@@ -21,7 +22,7 @@ namespace {
 constexpr uint32_t kSixteenBit = dtype_bit(DType::kBFloat16) | dtype_bit(DType::kFloat16);
 
 // The ladder, in teaching order. A new rung adds one line here.
-const std::array<KernelEntry<GemmLaunchFn>, 10> kCudaKernels{{
+const std::array<KernelEntry<GemmLaunchFn>, 11> kCudaKernels{{
     {"naive", kAllDTypes, 0, &launch_gemm_naive, "one thread per output element, operands from global memory"},
     {"smem16", kAllDTypes, 0, &launch_gemm_smem16, "16x16 shared-memory tiles of A and B, one thread per output"},
     {"smem32", kAllDTypes, 0, &launch_gemm_smem32, "32x32 shared-memory tiles of A and B, one thread per output"},
@@ -34,6 +35,9 @@ const std::array<KernelEntry<GemmLaunchFn>, 10> kCudaKernels{{
     {"wgmma_sm90", kSixteenBit | dtype_bit(DType::kFloat32), 90, &launch_gemm_wgmma_sm90,
      "Hopper wgmma (m64n256k16; float32 as tf32, m64n256k8, only where torch allows TF32) from 128B-swizzled shared memory filled by TMA on mbarriers, producer/consumer warpgroups on 128x256 tiles (64x256 where those would leave most SMs idle), persistent grid, epilogue through shared memory and TMA stores",
      &gemm_wgmma_sm90_workspace_bytes, /*float32_as_tf32=*/true, /*fuses_row_sum=*/true},
+    {"wgmma_sm90_3xtf32", dtype_bit(DType::kFloat32), 90, &launch_gemm_wgmma_sm90_3xtf32,
+     "float32 at float32's accuracy on the TF32 tensor cores (3xTF32): each operand split once into TF32 big and small parts, big*big + big*small + small*big run as one wgmma_sm90 TF32 product over 3K",
+     &gemm_wgmma_sm90_3xtf32_workspace_bytes},
 }};
 
 // Compute capability (major*10 + minor) of the current device, asked once per device. Only
@@ -91,7 +95,8 @@ void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const
   const bool allow_tf32 = at::globalContext().allowTF32CuBLAS();
   const auto& entry = find_kernel(
       op, kCudaKernels, kernel,
-      choose_auto_kernel(params, allow_tf32, sm, kWithSm90a).kernel,
+      choose_auto_kernel(params, allow_tf32, sm, kWithSm90a,
+                         fp32_precision() == Fp32Precision::kThreeTf32).kernel,
       params.dtype, like.device(), [sm] { return sm; });
   TORCH_CHECK(!entry.float32_as_tf32 || params.dtype != DType::kFloat32 || allow_tf32, op,
               ": kernel '", kernel, "' multiplies float32 in TF32, which torch does not allow now; "

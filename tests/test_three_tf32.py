@@ -1,0 +1,148 @@
+"""wgmma_sm90_3xtf32 (float32 at float32's accuracy on the TF32 tensor cores) and the float32
+precision setting that lets kernel="auto" take it: the setting and the rule on the CPU, the kernel
+against float64 and torch.mm's float32 on an H100/H200."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import torch_gemm
+from gemm_testing import (
+    LAYOUTS, assert_close_to_reference, generator, make_operands, randn, reference, requires_cuda,
+    skip_unless_wgmma, tf32_allowed,
+)
+
+KERNEL = "wgmma_sm90_3xtf32"
+
+
+@pytest.fixture(autouse=True)
+def _restore_precision():
+    saved = torch_gemm.get_fp32_precision()
+    yield
+    torch_gemm.set_fp32_precision(saved)
+
+
+# ---- The setting and the rule (CPU).
+
+def test_default_is_ieee_and_the_context_manager_restores():
+    assert torch_gemm.get_fp32_precision() == "ieee"
+    with pytest.raises(RuntimeError):
+        with torch_gemm.fp32_precision("3xtf32"):
+            assert torch_gemm.get_fp32_precision() == "3xtf32"
+            raise RuntimeError("inside")
+    assert torch_gemm.get_fp32_precision() == "ieee"
+
+
+@pytest.mark.parametrize("mode", ["IEEE", "tf32", "", "3xTF32 "])
+def test_bad_mode_names_the_call_and_the_modes(mode):
+    with pytest.raises(ValueError, match=r"set_fp32_precision: mode must be one of \('ieee', '3xtf32'\)"):
+        torch_gemm.set_fp32_precision(mode)
+
+
+@pytest.mark.parametrize("M, N, K, dtype, sm, allow_tf32, three_tf32, expected", [
+    (4096, 4096, 4096, "float32", 90, False, True, KERNEL),
+    (4096, 4096, 4096, "float32", 90, False, False, "multistage"),   # the default: IEEE float32
+    (4096, 4096, 4096, "float32", 90, True, True, "wgmma_sm90"),     # TF32 allowed: torch's own choice
+    (4096, 100, 4096, "float32", 90, False, True, "multistage"),     # under one 128-row tile
+    (4096, 4096, 4096, "float32", 80, False, True, "multistage"),    # no wgmma
+    (2, 4096, 4096, "float32", 90, False, True, "gemv"),             # decode: gemv is float32 exact
+    (4096, 4096, 4096, "bfloat16", 90, False, True, "wgmma_sm90"),
+])
+def test_auto_rule(M, N, K, dtype, sm, allow_tf32, three_tf32, expected):
+    choice = torch_gemm._C.auto_kernel(M, N, K, dtype=dtype, sm=sm, allow_tf32=allow_tf32, three_tf32=three_tf32)
+    assert choice["kernel"] == expected, choice["reason"]
+
+
+def test_explain_follows_the_setting():
+    a = torch.empty(1024, 2048, device="meta")
+    b = torch.empty(2048, 512, device="meta")
+    assert torch_gemm.explain(a, b, sm=90, sm_count=132, allow_tf32=False)["kernel"] == "multistage"
+    with torch_gemm.fp32_precision("3xtf32"):
+        answer = torch_gemm.explain(a, b, sm=90, sm_count=132, allow_tf32=False)
+    assert answer["kernel"] == KERNEL and "3xtf32" in answer["reason"]
+    assert answer["plan"]["K"] == 3 * 2048 and tuple(answer["plan"]["tile"]) in {(128, 256), (64, 256)}
+
+
+# ---- The kernel on an H100/H200.
+
+SHAPES = [(1, 1, 1), (128, 128, 0), (129, 257, 1), (200, 264, 72), (333, 517, 1021), (1024, 1024, 4096),
+          (130, 1000, 65)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("M, N, K", SHAPES)
+def test_against_float64(M, N, K, layout):
+    skip_unless_wgmma()
+    gen = generator("cuda", "3xtf32", M, N, K, layout)
+    a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
+    with tf32_allowed(False):
+        out = torch_gemm.mm_tiled(a, b, kernel=KERNEL)
+        assert_close_to_reference(out, a, b)
+        bias = randn((N,), torch.float32, "cuda", gen)
+        assert_close_to_reference(torch_gemm.linear_tiled(a, b.t(), bias, kernel=KERNEL), a, b, bias)
+
+
+@requires_cuda
+def test_batched_and_row_sums():
+    skip_unless_wgmma()
+    gen = generator("cuda", "3xtf32 batched")
+    a, b = randn((3, 200, 300), torch.float32, "cuda", gen), randn((3, 300, 150), torch.float32, "cuda", gen)
+    out = torch_gemm.bmm_tiled(a, b, kernel=KERNEL)
+    for i in range(3):
+        assert_close_to_reference(out[i].contiguous(), a[i], b[i])
+    product, sums = torch_gemm.mm_tiled_row_sum(a[0], b[0], kernel=KERNEL)
+    assert_close_to_reference(product, a[0], b[0])
+    torch.testing.assert_close(sums.double(), a[0].double().sum(1), rtol=1e-5, atol=1e-4)
+
+
+@requires_cuda
+@pytest.mark.parametrize("K", [16, 64, 256, 4096, 65536])
+def test_as_accurate_as_sgemm(K):
+    """Relative L2 error against float64 (CUTLASS's example 27 measure): within SGEMM's (torch.mm,
+    TF32 off) on the same inputs, with a margin below K = 256 where TF32's dropped small·small
+    term is not yet under the float32 sum's rounding."""
+    skip_unless_wgmma()
+    gen = generator("cuda", "3xtf32 accuracy", K)
+    a, b = randn((256, K), torch.float32, "cuda", gen), randn((K, 256), torch.float32, "cuda", gen)
+    ref = reference(a, b)
+    with tf32_allowed(False):
+        ours = torch_gemm.mm_tiled(a, b, kernel=KERNEL).double()
+        sgemm = torch.mm(a, b).double()
+    err = ((ours - ref).norm() / ref.norm()).item()
+    err_sgemm = ((sgemm - ref).norm() / ref.norm()).item()
+    assert err <= (1.0 if K >= 256 else 4.0) * err_sgemm + 1e-9, (err, err_sgemm)
+
+
+@requires_cuda
+def test_inf_nan_and_huge_values_as_torch_mm():
+    """Inf and NaN reach C as torch.mm's float32 gives them: an Inf against exactly representable
+    (TF32) values is Inf, not the NaN of Inf times a zero small part; values near float's largest
+    stay finite through the split."""
+    skip_unless_wgmma()
+    a = torch.ones(128, 128, device="cuda")
+    b = torch.ones(128, 128, device="cuda")
+    a[0, 0], a[1, 5], a[2, 7] = math.inf, -math.inf, math.nan
+    a[3, :] = 3.0e38
+    b[:, 1] = 0.5
+    with tf32_allowed(False):
+        ours = torch_gemm.mm_tiled(a, b, kernel=KERNEL)
+        theirs = torch.mm(a, b)
+    assert torch.equal(torch.isnan(ours), torch.isnan(theirs))
+    assert torch.equal(torch.isinf(ours), torch.isinf(theirs))
+    assert torch.equal(ours[torch.isinf(theirs)], theirs[torch.isinf(theirs)])
+    assert torch.isfinite(ours[3, 1]) and abs(ours[3, 1].item() / (3.0e38 * 0.5 * 128) - 1) < 1e-6
+
+
+@requires_cuda
+def test_auto_takes_it_under_the_setting_only_while_tf32_is_off():
+    skip_unless_wgmma()
+    a, b = torch.randn(256, 256, device="cuda"), torch.randn(256, 256, device="cuda")
+    with tf32_allowed(False), torch_gemm.fp32_precision("3xtf32"):
+        assert torch_gemm.explain(a, b)["kernel"] == KERNEL
+        assert_close_to_reference(torch_gemm.mm_tiled(a, b), a, b)
+    with tf32_allowed(True), torch_gemm.fp32_precision("3xtf32"):
+        assert torch_gemm.explain(a, b)["kernel"] == "wgmma_sm90"
