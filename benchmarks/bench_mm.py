@@ -50,7 +50,7 @@ import torch_gemm
 
 from harness import cli, device as devices, gate, peaks, plots, records, table, timing
 from harness.cli import Shape
-from harness.dtypes import DTYPE_ORDER, TORCH_DTYPES, tf32_mode
+from harness.dtypes import DTYPE_ORDER, TORCH_DTYPES, float32_mode
 from harness.timing import Timing
 
 OP = "mm_tiled"
@@ -188,7 +188,7 @@ def run_task(task: Task, device: torch.device, budget: Timing,
     case, dtype = task.case, task.dtype
     shape_text = f"{dtype} {case.layout} {'x'.join(map(str, case.shape))}"
     torch_dtype = TORCH_DTYPES[dtype]
-    with tf32_mode(dtype == "tf32"):
+    with float32_mode(dtype):
         n_sets = timing.n_input_sets(peaks.bytes_moved(*case.shape, dtype), devices.l2_bytes(device))
         sets = [make_operands(case, torch_dtype, device) for _ in range(n_sets)]
         a0, b0 = sets[0]
@@ -529,9 +529,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> Config:
         if d != "all" and d not in TORCH_DTYPES:
             parser.error(f"--dtype: unknown dtype {d!r}; choose from {', '.join(DTYPE_ORDER)} or all")
     dtypes = list(ALL_DTYPES[device_type] if "all" in dtype_names else dtype_names)
-    if device_type == "cpu" and "tf32" in dtypes:
-        print(f"{PROGRAM}: skipping dtype tf32 on the CPU: TF32 is a CUDA tensor-core mode", file=sys.stderr)
-        dtypes.remove("tf32")
+    for cuda_only in ("tf32", "float32-3xtf32"):
+        if device_type == "cpu" and cuda_only in dtypes:
+            print(f"{PROGRAM}: skipping dtype {cuda_only} on the CPU: a CUDA tensor-core mode", file=sys.stderr)
+            dtypes.remove(cuda_only)
 
     available = {d: torch_gemm.available_kernels(device, TORCH_DTYPES[d], allow_tf32=d == "tf32") for d in dtypes}
     kernel_names = cli.split_list(args.kernel)

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import torch_gemm
+
 import bench_mm
 import report
 from harness import device as devices, gate, peaks, records, timing
@@ -152,8 +154,9 @@ def test_gpu_slug():
 def test_lookup_peak(name, entry, bf16):
     found, peak = peaks.lookup_peak(name)
     assert found == entry and peak["bfloat16"] == bf16
-    assert set(peak) == {"float32", "tf32", "bfloat16", "float16"}
+    assert set(peak) == {"float32", "tf32", "float32-3xtf32", "bfloat16", "float16"}
     assert peak["float32"] <= peak["tf32"] <= peak["bfloat16"] == peak["float16"]
+    assert peak["float32-3xtf32"] == peak["tf32"] / 3
 
 
 def test_lookup_peak_unknown():
@@ -686,3 +689,14 @@ def test_readme_block_is_current():
     readme = (records.REPO_ROOT / "README.md").read_text()
     assert report.replace_block(readme, report.render_readme(records.RESULTS_DIR)) == readme, \
         "README.md's results block is stale: run python benchmarks/report.py --write"
+
+
+def test_float32_modes_of_the_benchmark_dtypes():
+    from harness.dtypes import float32_mode
+
+    saved_tf32, saved_precision = torch.backends.cuda.matmul.allow_tf32, torch_gemm.get_fp32_precision()
+    for name, tf32, precision in (("tf32", True, "ieee"), ("float32-3xtf32", False, "3xtf32"), ("float32", False, "ieee")):
+        with float32_mode(name):
+            assert torch.backends.cuda.matmul.allow_tf32 == tf32 and torch_gemm.get_fp32_precision() == precision
+        assert torch.backends.cuda.matmul.allow_tf32 == saved_tf32
+        assert torch_gemm.get_fp32_precision() == saved_precision

@@ -1,5 +1,7 @@
-"""The dtype names of the benchmarks and their records, and TF32 mode. "tf32" is not a tensor
-dtype: float32 tensors with TF32 tensor cores allowed, for ours and torch's side alike."""
+"""The dtype names of the benchmarks and their records, and the float32 modes. "tf32" is not a
+tensor dtype: float32 tensors with TF32 tensor cores allowed, for ours and torch's side alike;
+"float32-3xtf32" is float32 with TF32 off (torch.mm's IEEE float32) and torch_gemm's float32
+precision "3xtf32", so that kernel="auto" takes wgmma_sm90_3xtf32."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from harness.records import DTYPE_ORDER  # noqa: F401  (the names, in table orde
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "tf32": torch.float32,
+    "float32-3xtf32": torch.float32,
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
     "float64": torch.float64,
@@ -29,3 +32,26 @@ class tf32_mode:
 
     def __exit__(self, *exc: object) -> None:
         torch.backends.cuda.matmul.allow_tf32 = self.saved
+
+
+class float32_mode:
+    """Context manager for a benchmark dtype name: TF32 on for "tf32" (off otherwise), and
+    torch_gemm's float32 precision "3xtf32" for "float32-3xtf32" ("ieee" otherwise); both
+    restored afterwards."""
+
+    def __init__(self, dtype_name: str) -> None:
+        self.tf32 = tf32_mode(dtype_name == "tf32")
+        self.precision = "3xtf32" if dtype_name == "float32-3xtf32" else "ieee"
+
+    def __enter__(self) -> None:
+        import torch_gemm
+
+        self.tf32.__enter__()
+        self.saved = torch_gemm.get_fp32_precision()
+        torch_gemm.set_fp32_precision(self.precision)
+
+    def __exit__(self, *exc: object) -> None:
+        import torch_gemm
+
+        torch_gemm.set_fp32_precision(self.saved)
+        self.tf32.__exit__(*exc)

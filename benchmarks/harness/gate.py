@@ -33,7 +33,7 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 def tolerance(dtype: str, torch_err: float) -> float:
     """Largest rel_err that passes for ``dtype``, given torch's own rel_err on the same inputs."""
-    if dtype == "float32":
+    if dtype in ("float32", "float32-3xtf32"):  # 3xTF32 is held to float32's bar
         return FLOAT32_TOL
     if dtype == "float64":
         return FLOAT64_TOL

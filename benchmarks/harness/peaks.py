@@ -38,10 +38,11 @@ DECODE_MIN_WEIGHT_DIM = 1024
 
 
 def lookup_peak(name: str) -> tuple[Optional[str], dict[str, float]]:
-    """(table entry, peak TFLOP/s per dtype) for a device name; (None, {}) when it is unknown."""
+    """(table entry, peak TFLOP/s per dtype) for a device name; (None, {}) when it is unknown.
+    float32-3xtf32's is a third of TF32's: three TF32 products per float32 one."""
     for entry, pattern, peaks in PEAK_TFLOPS:
         if re.search(pattern, name, flags=re.I):
-            return entry, dict(peaks)
+            return entry, {**peaks, "float32-3xtf32": peaks["tf32"] / 3}
     return None, {}
 
 

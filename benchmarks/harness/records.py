@@ -29,7 +29,7 @@ RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 DEFAULT_OUT_NAME = "bench_results"
 
 # The dtype names rows carry, in table order. "tf32" is float32 with TF32 tensor cores allowed.
-DTYPE_ORDER = ("float32", "tf32", "bfloat16", "float16", "float64")
+DTYPE_ORDER = ("float32", "tf32", "float32-3xtf32", "bfloat16", "float16", "float64")
 
 # Metadata every record has (run_metadata writes them; each benchmark adds its own keys).
 METADATA_KEYS = ("device", "device_type", "torch", "cuda", "torch_gemm", "git_commit", "git_dirty", "date",
