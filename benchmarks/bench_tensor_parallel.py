@@ -24,6 +24,7 @@ import torch.distributed as dist
 
 import torch_gemm
 from torch_gemm.attention import DecoderConfig, DecoderLayer
+from torch_gemm.distributed import rank_device
 from torch_gemm.nn import swap_linear
 
 from bench_attention import CHECK_TOL, HEAD_DIM, MLP_RATIO, intermediate_size
@@ -123,16 +124,10 @@ def shares_of(events: Sequence, device: torch.device) -> tuple[Optional[float], 
 
 def pick_device(choice: str, dtype_choice: str, local_rank: int, local_world: int) -> tuple[str, torch.device, str]:
     """(backend, device, dtype name) for this rank, as examples/tensor_parallel.py picks them."""
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    usable = gpus >= local_world and torch_gemm._C.built_with_cuda() and dist.is_nccl_available()
-    if choice == "cuda" and not usable:
-        sys.exit(f"{PROGRAM}: --device cuda needs {local_world} GPUs per node, NCCL and torch_gemm's CUDA kernels; "
-                 f"found {gpus} GPUs, CUDA kernels compiled: {torch_gemm._C.built_with_cuda()}")
-    if choice != "cpu" and usable:
-        torch.cuda.set_device(local_rank)
-        backend, device = "nccl", torch.device("cuda", local_rank)
-    else:
-        backend, device = "gloo", torch.device("cpu")
+    try:
+        backend, device = rank_device(choice, local_rank, local_world)
+    except RuntimeError as e:
+        sys.exit(f"{PROGRAM}: {e}")
     if dtype_choice == "auto":
         return backend, device, "bfloat16" if device.type == "cuda" else "float32"
     return backend, device, dtype_choice

@@ -25,7 +25,7 @@ from torch.distributed.device_mesh import init_device_mesh
 
 import torch_gemm
 from torch_gemm.attention import DecoderConfig, TinyDecoder
-from torch_gemm.distributed import parallelize_decoder
+from torch_gemm.distributed import parallelize_decoder, rank_device
 
 
 def parse_args() -> argparse.Namespace:
@@ -54,16 +54,12 @@ def parse_args() -> argparse.Namespace:
 
 
 def pick_device(choice: str, local_rank: int, local_world: int) -> tuple[str, torch.device, torch.dtype]:
-    """(backend, device, dtype) for this rank."""
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    usable = gpus >= local_world and torch_gemm._C.built_with_cuda() and dist.is_nccl_available()
-    if choice == "cuda" and not usable:
-        sys.exit(f"tensor_parallel.py: --device cuda needs {local_world} GPUs per node, NCCL and torch_gemm's "
-                 f"CUDA kernels; found {gpus} GPUs, CUDA kernels compiled: {torch_gemm._C.built_with_cuda()}")
-    if choice != "cpu" and usable:
-        torch.cuda.set_device(local_rank)
-        return "nccl", torch.device("cuda", local_rank), torch.bfloat16
-    return "gloo", torch.device("cpu"), torch.float32
+    """(backend, device, dtype) for this rank: bfloat16 on GPUs, float32 on CPUs."""
+    try:
+        backend, device = rank_device(choice, local_rank, local_world)
+    except RuntimeError as e:
+        sys.exit(f"tensor_parallel.py: {e}")
+    return backend, device, torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
 def counting_batch(step: int, args: argparse.Namespace, device: torch.device) -> torch.Tensor:

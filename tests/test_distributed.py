@@ -772,3 +772,12 @@ def test_example_trains_on_cpu_ranks(tmp_path):
 
 if __name__ == "__main__":
     sys.exit(_worker(sys.argv[1:]))
+
+
+def test_rank_device_picks_gloo_without_gpus_for_every_rank():
+    from torch_gemm.distributed import rank_device
+
+    assert rank_device("cpu", 0, 2) == ("gloo", torch.device("cpu"))
+    assert rank_device("auto", 0, 64) == ("gloo", torch.device("cpu"))  # no node has 64 GPUs here
+    with pytest.raises(RuntimeError, match="--device cuda needs 64 GPUs per node"):
+        rank_device("cuda", 0, 64)

@@ -29,6 +29,7 @@ from typing import Optional
 import torch
 
 __all__ = [
+    "rank_device",
     "parallelize_attention",
     "parallelize_decoder",
     "register_sharding_strategies",
@@ -402,3 +403,21 @@ def parallelize_decoder(model, mesh, *, sequence_parallel: bool = False):
     for layer in model.layers:
         _shard_heads(layer.self_attn, tp)
     return model
+
+
+def rank_device(choice: str, local_rank: int, local_world: int) -> tuple[str, torch.device]:
+    """(backend, device) for rank ``local_rank`` of ``local_world`` on its node: NCCL on GPU
+    ``local_rank`` where every rank of the node has a GPU, torch has NCCL and torch_gemm its CUDA
+    kernels (``choice`` "auto" or "cuda"), else gloo on the CPU (``choice`` "cpu", or "auto"
+    without them). ``choice`` "cuda" without them raises ``RuntimeError`` saying what is missing."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    from torch_gemm import _C
+
+    usable = gpus >= local_world and _C.built_with_cuda() and torch.distributed.is_nccl_available()
+    if choice == "cuda" and not usable:
+        raise RuntimeError(f"--device cuda needs {local_world} GPUs per node, NCCL and torch_gemm's CUDA kernels; "
+                           f"found {gpus} GPUs, CUDA kernels compiled: {_C.built_with_cuda()}")
+    if choice != "cpu" and usable:
+        torch.cuda.set_device(local_rank)
+        return "nccl", torch.device("cuda", local_rank)
+    return "gloo", torch.device("cpu")
