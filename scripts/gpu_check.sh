@@ -10,6 +10,8 @@
 #   SANITIZE=1 bash scripts/gpu_check.sh      # also compute-sanitizer over every kernel
 #   ATTN_ARGS="--dtypes bfloat16" bash scripts/gpu_check.sh   # attention benchmark options
 #   SKIP_ATTN=1 bash scripts/gpu_check.sh     # no attention benchmark
+#   TEST_FILES="tests/test_mm.py tests/test_fuzz.py" bash scripts/gpu_check.sh   # part of the suite,
+#                                             # where the whole would outlast one device call
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,7 +51,7 @@ fi
 if [ -z "${SKIP_TESTS:-}" ]; then
   start=$(date +%s)
   TORCH_GEMM_FUZZ_CASES=${TORCH_GEMM_FUZZ_CASES:-5000} TORCH_GEMM_SOAK_CALLS=${TORCH_GEMM_SOAK_CALLS:-20000} \
-    $PY -m pytest tests -q -rs -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/tests.log"
+    $PY -m pytest ${TEST_FILES:-tests} -q -rs -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/tests.log"
   rc=${PIPESTATUS[0]}
   summary+=("tests: $(tail -1 "$OUT/tests.log") (exit $rc, $(( $(date +%s) - start )) s)")
   [ "$rc" -eq 0 ] || status=1
