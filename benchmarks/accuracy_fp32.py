@@ -21,6 +21,7 @@ import torch
 
 import torch_gemm
 from harness import cli, device as hdevice, records
+from harness.dtypes import tf32_mode
 
 KS = (16, 64, 256, 1024, 4096, 16384, 65536)
 DISTRIBUTIONS = ("uniform", "normal", "wide")
@@ -46,22 +47,14 @@ def paths(device: torch.device) -> dict[str, Callable[[torch.Tensor, torch.Tenso
 
     def torch_mm(tf32: bool):
         def run(a, b):
-            saved = torch.backends.cuda.matmul.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            try:
+            with tf32_mode(tf32):
                 return torch.mm(a, b)
-            finally:
-                torch.backends.cuda.matmul.allow_tf32 = saved
         return run
 
     def ours(kernel: str):
         def run(a, b):
-            saved = torch.backends.cuda.matmul.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = False
-            try:
+            with tf32_mode(False):
                 return torch_gemm.mm_tiled(a, b, kernel=kernel)
-            finally:
-                torch.backends.cuda.matmul.allow_tf32 = saved
         return run
 
     found = {"SGEMM (torch.mm, IEEE)": torch_mm(False), "1xTF32 (torch.mm, TF32)": torch_mm(True),

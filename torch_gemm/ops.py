@@ -208,12 +208,13 @@ def explain(
             raise ValueError(f"{fn}: unknown kernel '{kernel}'; kernels for cuda: "
                              + ", ".join(("auto",) + _CUDA_KERNEL_NAMES))
         answer.update(kernel=name, reason=f"asked for by kernel='{kernel}'")
+    env = {arg: os.environ.get(var) for arg, var in _SM90_OVERRIDES.items()}
     if answer["kernel"] == "wgmma_sm90_3xtf32":
         if dtype != torch.float32 or sm != 90:
             raise ValueError(f"{fn}: kernel 'wgmma_sm90_3xtf32' takes Float on compute capability 9.0 only")
         # The TF32 product over 3·K that it runs on its split operands (dense, K-major, aligned).
         answer["plan"] = _C.sm90_plan(M, N, 3 * K, sm_count=sm_count, batch=batch, dtype="float32",
-                                      bias=bias is not None, max_active_clusters=max_active_clusters)
+                                      bias=bias is not None, max_active_clusters=max_active_clusters, **env)
     if answer["kernel"] == "wgmma_sm90":
         if dtype not in (torch.bfloat16, torch.float16, torch.float32):
             raise ValueError(f"{fn}: kernel 'wgmma_sm90' does not support dtype {_c10_name(dtype)} "
@@ -221,7 +222,6 @@ def explain(
         if sm != 90:
             raise ValueError(f"{fn}: kernel 'wgmma_sm90' runs on compute capability 9.0 only, not "
                              f"{sm // 10}.{sm % 10}")
-        env = {arg: os.environ.get(var) for arg, var in _SM90_OVERRIDES.items()}
         answer["plan"] = _C.sm90_plan(
             M, N, K, sm_count=sm_count, batch=batch, dtype=_torch_dtype_name(dtype),
             a_strides=list(a.stride()), b_strides=list(b.stride()), a_address=_address(a),

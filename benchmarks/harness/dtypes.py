@@ -5,7 +5,12 @@ precision "3xtf32", so that kernel="auto" takes wgmma_sm90_3xtf32."""
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import torch
+
+import torch_gemm
 
 from harness.records import DTYPE_ORDER  # noqa: F401  (the names, in table order)
 
@@ -34,24 +39,10 @@ class tf32_mode:
         torch.backends.cuda.matmul.allow_tf32 = self.saved
 
 
-class float32_mode:
-    """Context manager for a benchmark dtype name: TF32 on for "tf32" (off otherwise), and
-    torch_gemm's float32 precision "3xtf32" for "float32-3xtf32" ("ieee" otherwise); both
-    restored afterwards."""
-
-    def __init__(self, dtype_name: str) -> None:
-        self.tf32 = tf32_mode(dtype_name == "tf32")
-        self.precision = "3xtf32" if dtype_name == "float32-3xtf32" else "ieee"
-
-    def __enter__(self) -> None:
-        import torch_gemm
-
-        self.tf32.__enter__()
-        self.saved = torch_gemm.get_fp32_precision()
-        torch_gemm.set_fp32_precision(self.precision)
-
-    def __exit__(self, *exc: object) -> None:
-        import torch_gemm
-
-        torch_gemm.set_fp32_precision(self.saved)
-        self.tf32.__exit__(*exc)
+@contextlib.contextmanager
+def float32_mode(dtype_name: str) -> Iterator[None]:
+    """For a benchmark dtype name: TF32 on for "tf32" (off otherwise), and torch_gemm's float32
+    precision "3xtf32" for "float32-3xtf32" ("ieee" otherwise); both restored afterwards."""
+    precision = "3xtf32" if dtype_name == "float32-3xtf32" else "ieee"
+    with tf32_mode(dtype_name == "tf32"), torch_gemm.fp32_precision(precision):
+        yield

@@ -23,8 +23,6 @@ struct BlockedConfig {
   static_assert(kMc % kMr == 0 && kNc % kNr == 0, "blocks are whole micro-tiles");
 };
 
-int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
-
 // c[kMr][kNr] += ap[kc][kMr] · bp[kc][kNr]. acc is a fixed-size array indexed by constants only,
 // so it lives in vector registers. The j-loop is the vectorized one (i-k-j order); without the
 // simd pragma GCC vectorizes across the kMr rows instead, with 4-wide broadcasts, 10x slower.

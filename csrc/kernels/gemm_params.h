@@ -26,6 +26,11 @@ TORCH_GEMM_HOST_DEVICE constexpr int64_t dtype_size(DType dtype) {
 // Tiles of y covering x (x >= 0, y > 0).
 TORCH_GEMM_HOST_DEVICE constexpr int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
+// x rounded up to a multiple of `multiple` (x >= 0, multiple > 0).
+TORCH_GEMM_HOST_DEVICE constexpr int64_t round_up(int64_t x, int64_t multiple) {
+  return ceil_div(x, multiple) * multiple;
+}
+
 // Hardware limit on gridDim.z: launchers (and the plans that size their workspaces) chunk the
 // batch into launches of at most this many.
 constexpr int64_t kMaxGridZ = 65535;

@@ -6,7 +6,6 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
-#include <numeric>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -130,14 +129,6 @@ struct RowSumFunction : torch::autograd::Function<RowSumFunction> {
   }
 };
 
-// grad (..., N) summed over its leading dimensions, by torch (a DTensor sharded along any of them
-// gives a Partial sum; no view that would flatten them).
-at::Tensor sum_rows(const at::Tensor& grad) {
-  if (grad.dim() == 1) return grad;  // one row
-  at::DimVector leading(grad.dim() - 1);
-  std::iota(leading.begin(), leading.end(), 0);
-  return grad.sum(leading);
-}
 
 // y = x·Wᵀ + b over the rows of x (its leading dimensions flattened):
 //   dx = grad·W   (linear_tiled with Wᵀ as its weight: a strided view, the leading dims kept),
@@ -173,7 +164,7 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
       grad_weight = std::move(weight_grad);
       if (need_bias) grad_bias = std::move(bias_grad);
     } else if (need_bias) {
-      grad_bias = sum_rows(grad);
+      grad_bias = sum_leading_dims(grad);
     }
     return {grad_x, grad_weight, grad_bias, at::Tensor()};
   }

@@ -55,19 +55,20 @@ RowsOperand rows_operand(const at::Tensor& t, int64_t rows) {
   return {copy, copy.stride(0), copy.stride(1)};
 }
 
-// grad summed over its rows into out, by torch's reduction (16-bit grad summed in fp32 and rounded
-// once), over the leading dimensions as they are: no view.
-void sum_rows_out(at::Tensor& out, const at::Tensor& grad) {
-  if (grad.dim() == 1) {  // one row: at::sum over no dimensions would reduce all of them
-    out.copy_(grad);
-    return;
-  }
-  at::DimVector leading(grad.dim() - 1);
-  std::iota(leading.begin(), leading.end(), 0);
-  at::sum_out(out, grad, leading);
+}  // namespace
+
+int64_t leading_rows(const at::Tensor& t) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
+  return rows;
 }
 
-}  // namespace
+at::Tensor sum_leading_dims(const at::Tensor& t) {
+  if (t.dim() == 1) return t.clone();  // one row: at::sum over no dimensions would reduce them all
+  at::DimVector leading(t.dim() - 1);
+  std::iota(leading.begin(), leading.end(), 0);
+  return t.sum(leading);
+}
 
 DType check_mm_inputs(const char* op, const at::Tensor& a, const at::Tensor& b) {
   check_dim(op, a, "a", 2);
@@ -175,9 +176,7 @@ GemmParams make_linear_params(const at::Tensor& x2d, const at::Tensor& weight,
 at::Tensor flatten_leading(const at::Tensor& x) {
   if (x.dim() == 2) return x;
   // The product of the leading sizes, not -1: with K == 0 the -1 would be ambiguous.
-  int64_t M = 1;
-  for (int64_t d = 0; d + 1 < x.dim(); ++d) M *= x.size(d);
-  return x.reshape({M, x.size(-1)});
+  return x.reshape({leading_rows(x), x.size(-1)});
 }
 
 at::DimVector linear_output_shape(const at::Tensor& x, const at::Tensor& weight) {
@@ -242,13 +241,11 @@ std::tuple<at::Tensor, at::Tensor> linear_tiled_weight_grad_on(BackendRunFn run,
                                                                const at::Tensor& x, bool bias,
                                                                c10::string_view kernel) {
   const DType dtype = check_weight_grad_inputs(kLinearTiledWeightGrad, grad, x);
-  // The product of the leading sizes, not -1: with a last dimension of 0 the -1 would be ambiguous.
-  int64_t rows = 1;
-  for (int64_t d = 0; d + 1 < grad.dim(); ++d) rows *= grad.size(d);
+  const int64_t rows = leading_rows(grad);
   const RowsOperand g = rows_operand(grad, rows);
   const RowsOperand xs = rows_operand(x, rows);
   at::Tensor grad_weight = at::empty({grad.size(-1), x.size(-1)}, grad.options());
-  at::Tensor grad_bias = at::empty({bias ? grad.size(-1) : 0}, grad.options());
+  at::Tensor grad_bias = at::empty({bias ? grad.size(-1) : 0}, grad.options());  // or the sum below
   // mm_tiled_row_sum(gradᵀ, x) over the rows: A = grad's rows read transposed through their
   // strides, B = x's rows, the row sums of A the bias gradient.
   GemmParams params;
@@ -268,7 +265,7 @@ std::tuple<at::Tensor, at::Tensor> linear_tiled_weight_grad_on(BackendRunFn run,
   // With N = 0 no tile runs, so no kernel reads grad (GemmParams::row_sum).
   if (bias && params.N > 0) params.row_sum = grad_bias.mutable_data_ptr();
   run(kLinearTiledWeightGrad, kernel, params, grad);
-  if (bias && params.row_sum == nullptr) sum_rows_out(grad_bias, grad);
+  if (bias && params.row_sum == nullptr) grad_bias = sum_leading_dims(grad);
   return {grad_weight, grad_bias};
 }
 

@@ -52,6 +52,14 @@ GemmParams make_linear_params(const at::Tensor& x2d, const at::Tensor& weight,
 // (only for leading dimensions that no single stride can walk, e.g. a permuted 4-D x).
 at::Tensor flatten_leading(const at::Tensor& x);
 
+// The rows of t[..., C]: the product of its leading sizes (1 for a 1-D t).
+int64_t leading_rows(const at::Tensor& t);
+
+// t[..., C] summed over its leading dimensions into a new (C) tensor, by torch's reduction (16-bit
+// summed in fp32 and rounded once), over the dimensions as they are: no view that flattens them
+// (a DTensor sharded along any of them gives a Partial sum).
+at::Tensor sum_leading_dims(const at::Tensor& t);
+
 // The shape of linear_tiled's result: x's leading dimensions, then N.
 at::DimVector linear_output_shape(const at::Tensor& x, const at::Tensor& weight);
 

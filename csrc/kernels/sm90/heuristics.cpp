@@ -217,9 +217,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   // 16-bit loop of at least kPairOneWaveMinKTiles, which L2's bandwidth bounds; with a shorter K,
   // or tf32 (not measured), the pair's start and its stages waiting on both blocks' copies cost
   // more (benchmarks/NOTES.md, sessions 9 and 22).
-  const int64_t tiles_of_shape =
-      (shape.consumers == 2 ? wide_m : narrow_m) * ceil_div(p.N, shape.block_n) * p.batch;
-  const bool one_short_wave = shape.consumers == 2 && tiles_of_shape <= sms &&
+  const int64_t two_consumer_tiles = shape.block_n == kWgmmaBlockN ? wide : medium;
+  const bool one_short_wave = shape.consumers == 2 && two_consumer_tiles <= sms &&
                               (!sixteen_bit(p) || k_tiles < kPairOneWaveMinKTiles);
   if (shape.split_k != 1) {
     shape.cluster_rule = ClusterRule::kSplitK;

@@ -27,8 +27,6 @@ struct KernelFacts {
   static constexpr int64_t kRowSumRowsPerWarp = 64;  // row_sum_slices_kernel: 128 rows a block
 };
 
-inline int64_t round_up(int64_t x, int64_t multiple) { return ceil_div(x, multiple) * multiple; }
-
 // The environment's overrides, for comparisons and tests. The launcher reads the variables once
 // per process and passes them in, so that the plan depends on its arguments alone.
 struct Overrides {

@@ -19,7 +19,6 @@ namespace {
 
 using sm90::KernelFacts;
 using sm90::OperandPlan;
-using sm90::round_up;
 
 // The plan counts with the kernel's own numbers.
 static_assert(KernelFacts::kTmaAlignBytes == kRepackChunkBytes, "repacked rows are whole 16-byte chunks");

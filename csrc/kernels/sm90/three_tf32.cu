@@ -11,14 +11,17 @@
 #include "kernels/gemm_params.h"
 #include "kernels/launch.h"
 #include "kernels/numeric.cuh"
+#include "kernels/sm90/heuristics.h"
 
 namespace torch_gemm {
 namespace {
 
+using sm90::KernelFacts;
+
 constexpr int kSplitTile = 32;       // a block splits a 32×32 tile of an operand
 constexpr int kSplitRowsAtOnce = 8;  // threads along the tile's rows (each takes 4)
-constexpr int64_t kSplitAlignBytes = 256;
-constexpr int64_t kRowAlignElements = 4;  // 16-byte rows: TMA's stride alignment
+// Rows the TMA reads in place: 16-byte aligned strides.
+constexpr int64_t kRowAlignElements = KernelFacts::kTmaAlignBytes / int64_t{sizeof(float)};
 
 // One operand as (batch, X, K), X being M for A and N for B, split into a dense K-major copy of
 // three K-long segments a row, X·ld floats a batch element. Segment order: A's (big, big where x
@@ -87,8 +90,6 @@ LaunchStatus launch_split(const SplitOperand& s, int64_t batch, cudaStream_t str
   return {};
 }
 
-int64_t round_up(int64_t x, int64_t multiple) { return ceil_div(x, multiple) * multiple; }
-
 // The split operands' place in the workspace, and the TF32 product over them (K tripled) that
 // wgmma_sm90 runs, its own workspace after them. `base`: the workspace (any 256-byte aligned
 // address when only sizing).
@@ -100,8 +101,9 @@ struct ThreeTf32Plan {
 ThreeTf32Plan plan_3xtf32(const GemmParams& p, char* base) {
   ThreeTf32Plan plan;
   plan.ld = round_up(std::max<int64_t>(3 * p.K, 1), kRowAlignElements);
-  plan.a_bytes = round_up(p.batch * p.M * plan.ld * int64_t{sizeof(float)}, kSplitAlignBytes);
-  plan.b_bytes = round_up(p.batch * p.N * plan.ld * int64_t{sizeof(float)}, kSplitAlignBytes);
+  constexpr int64_t kAlign = KernelFacts::kWorkspaceAlignBytes;
+  plan.a_bytes = round_up(p.batch * p.M * plan.ld * int64_t{sizeof(float)}, kAlign);
+  plan.b_bytes = round_up(p.batch * p.N * plan.ld * int64_t{sizeof(float)}, kAlign);
   GemmParams& q = plan.inner;
   q = p;
   q.K = 3 * p.K;
@@ -119,7 +121,9 @@ ThreeTf32Plan plan_3xtf32(const GemmParams& p, char* base) {
 
 int64_t gemm_wgmma_sm90_3xtf32_workspace_bytes(const GemmParams& params) {
   if (params.dtype != DType::kFloat32 || params.M == 0 || params.N == 0 || params.batch == 0) return 0;
-  const ThreeTf32Plan plan = plan_3xtf32(params, reinterpret_cast<char*>(kSplitAlignBytes));
+  // Sizing only: any aligned address stands for the workspace.
+  char* const aligned = reinterpret_cast<char*>(KernelFacts::kWorkspaceAlignBytes);
+  const ThreeTf32Plan plan = plan_3xtf32(params, aligned);
   return plan.a_bytes + plan.b_bytes + gemm_wgmma_sm90_workspace_bytes(plan.inner);
 }
 
@@ -129,12 +133,13 @@ LaunchStatus launch_gemm_wgmma_sm90_3xtf32(const GemmParams& params, cudaStream_
   }
   if (params.M == 0 || params.N == 0 || params.batch == 0) return {};
   if (3 * params.K > INT_MAX) return refuse("3·K past 32 bits");
-  const int64_t needed = gemm_wgmma_sm90_3xtf32_workspace_bytes(params);
-  if (params.workspace == nullptr || params.workspace_bytes < needed) {
-    return refuse("workspace of " + std::to_string(params.workspace_bytes) + " bytes, the split needs " +
-                  std::to_string(needed));
-  }
+  if (params.workspace == nullptr) return refuse("no workspace for the split operands");
   const ThreeTf32Plan plan = plan_3xtf32(params, static_cast<char*>(params.workspace));
+  // The split operands' part; wgmma_sm90's launcher checks its own, after them.
+  if (params.workspace_bytes < plan.a_bytes + plan.b_bytes) {
+    return refuse("workspace of " + std::to_string(params.workspace_bytes) + " bytes, the split needs " +
+                  std::to_string(plan.a_bytes + plan.b_bytes));
+  }
   const GemmParams& q = plan.inner;
   const bool batched = params.batch > 1;
   const SplitOperand a{static_cast<const float*>(params.a), params.a_stride_m, params.a_stride_k,
