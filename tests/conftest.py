@@ -3,6 +3,7 @@ import sys
 import pytest
 import torch
 
+import gemm_testing
 import torch_gemm
 from gemm_testing import BUILT_WITH_CUDA, HAS_CUDA, SEED, tf32_allowed
 
@@ -13,6 +14,16 @@ def _tf32_for_marked_tests(request):
     explicitly off for every other test, whatever an earlier test left behind."""
     with tf32_allowed(request.node.get_closest_marker("tf32") is not None):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _current_kernel(request):
+    """The test's `kernel` parameter, for the error bounds that depend on the kernel
+    (gemm_testing.current_kernel); None for tests without one."""
+    callspec = getattr(request.node, "callspec", None)
+    gemm_testing.current_kernel = callspec.params.get("kernel") if callspec is not None else None
+    yield
+    gemm_testing.current_kernel = None
 
 
 def pytest_report_header(config):

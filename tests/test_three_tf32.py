@@ -63,7 +63,22 @@ def test_explain_follows_the_setting():
     with torch_gemm.fp32_precision("3xtf32"):
         answer = torch_gemm.explain(a, b, sm=90, sm_count=132, allow_tf32=False)
     assert answer["kernel"] == KERNEL and "3xtf32" in answer["reason"]
-    assert answer["plan"]["K"] == 3 * 2048 and tuple(answer["plan"]["tile"]) in {(128, 256), (64, 256)}
+    # 1024 x 512 is 32 tiles of 128x128, fewer than half of 132 SMs: the one-consumer 64x128 tiles.
+    plan = answer["plan"]
+    assert plan["K"] == 3 * 2048 and tuple(plan["tile"]) == (64, 128) and not plan["transposed"]
+    assert "promoted" in plan["why"]["tile"] and plan["split_k"] == 1 and not plan["stream_k"]
+
+
+@pytest.mark.parametrize("M, N, tile", [(4096, 4096, (128, 128)), (8192, 4096, (128, 128)), (64, 4096, (64, 128)),
+                                        (1, 1, (64, 128))])
+def test_plan_runs_the_promoted_tiles(M, N, tile):
+    """3xTF32's inner product runs on the 128-column tf32 tiles whose k-tiles are added in fp32, in
+    whatever layout the caller's operands came: the split copies are K-major."""
+    plan = torch_gemm._C.sm90_plan(M, N, 3 * 4096, sm_count=132, dtype="float32", tf32_promoted=True)
+    assert tuple(plan["tile"]) == tile and plan["a"]["k_major"] and plan["b"]["k_major"]
+    assert not plan["transposed"] and plan["split_k"] == 1
+    with pytest.raises(ValueError, match="tf32_promoted takes float32 only"):
+        torch_gemm._C.sm90_plan(M, N, 4096, sm_count=132, dtype="bfloat16", tf32_promoted=True)
 
 
 # ---- The kernel on an H100/H200.
@@ -120,21 +135,23 @@ def test_as_accurate_as_sgemm(K):
 @requires_cuda
 def test_inf_nan_and_huge_values_as_torch_mm():
     """Inf and NaN reach C as torch.mm's float32 gives them: an Inf against exactly representable
-    (TF32) values is Inf, not the NaN of Inf times a zero small part; values near float's largest
-    stay finite through the split."""
+    (TF32) values is Inf, not the NaN of Inf times a zero small part; values within half a TF32
+    step of float's largest stay finite through the split (their row against column 1 sums to
+    half of float's largest; against the other columns it overflows, as torch.mm's does)."""
     skip_unless_wgmma()
     a = torch.ones(128, 128, device="cuda")
     b = torch.ones(128, 128, device="cuda")
     a[0, 0], a[1, 5], a[2, 7] = math.inf, -math.inf, math.nan
-    a[3, :] = 3.0e38
-    b[:, 1] = 0.5
+    huge = torch.finfo(torch.float32).max
+    a[3, :] = huge
+    b[:, 1] = 2.0**-8
     with tf32_allowed(False):
         ours = torch_gemm.mm_tiled(a, b, kernel=KERNEL)
         theirs = torch.mm(a, b)
     assert torch.equal(torch.isnan(ours), torch.isnan(theirs))
     assert torch.equal(torch.isinf(ours), torch.isinf(theirs))
     assert torch.equal(ours[torch.isinf(theirs)], theirs[torch.isinf(theirs)])
-    assert torch.isfinite(ours[3, 1]) and abs(ours[3, 1].item() / (3.0e38 * 0.5 * 128) - 1) < 1e-6
+    assert torch.isfinite(ours[3, 1]) and abs(ours[3, 1].item() / (huge * 2.0**-8 * 128) - 1) < 1e-6
 
 
 @requires_cuda

@@ -214,7 +214,8 @@ def explain(
             raise ValueError(f"{fn}: kernel 'wgmma_sm90_3xtf32' takes Float on compute capability 9.0 only")
         # The TF32 product over 3·K that it runs on its split operands (dense, K-major, aligned).
         answer["plan"] = _C.sm90_plan(M, N, 3 * K, sm_count=sm_count, batch=batch, dtype="float32",
-                                      bias=bias is not None, max_active_clusters=max_active_clusters, **env)
+                                      bias=bias is not None, max_active_clusters=max_active_clusters,
+                                      tf32_promoted=True, **env)
     if answer["kernel"] == "wgmma_sm90":
         if dtype not in (torch.bfloat16, torch.float16, torch.float32):
             raise ValueError(f"{fn}: kernel 'wgmma_sm90' does not support dtype {_c10_name(dtype)} "

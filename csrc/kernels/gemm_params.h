@@ -78,6 +78,11 @@ struct GemmParams {
   // so that its workspace plan and the launcher's see the same device; 0: the launcher asks
   // (sm_count_of).
   int sm_count = 0;
+
+  // wgmma_sm90 only: this is 3xTF32's inner product (three_tf32.cu), float32 operands already
+  // split into TF32 values and K-major. It runs on the promoted 128-column tf32 tiles, whose
+  // k-tiles' sums are added in fp32 (sm90/mainloop.cuh), never transposed.
+  bool tf32_promoted = false;
 };
 
 }  // namespace torch_gemm

@@ -12,10 +12,10 @@ namespace torch_gemm {
 
 // The tile and pipeline for operand type T (bf16/fp16, or fp32 read as tf32), kConsumers
 // consumer warpgroups (2: 128-row tiles; 1: 64-row tiles, twice as many, for shapes whose 128-row
-// tiles would leave most SMs idle) and kMmaN columns (256; or 128, 16-bit only, twice as many
-// tiles again: see choose_shape in heuristics.cpp). Every size is in bytes of 128-byte
-// swizzled rows, so the 16-bit and tf32 kernels share one shape: a k-tile is one 128-byte row of K
-// (64 or 32 elements), a wgmma reads 32 bytes of it.
+// tiles would leave most SMs idle) and kMmaN columns (256; or 128, twice as many tiles again:
+// see choose_shape in heuristics.cpp; for tf32, 3xTF32's kPromoted). Every size is in bytes of
+// 128-byte swizzled rows, so the 16-bit and tf32 kernels share one shape: a k-tile is one
+// 128-byte row of K (64 or 32 elements), a wgmma reads 32 bytes of it.
 template <typename T, int kConsumers_ = 2, int kMmaN_ = 256>
 struct WgmmaConfig {
   static constexpr bool kTf32 = std::is_same_v<T, float>;
@@ -30,7 +30,13 @@ struct WgmmaConfig {
   static constexpr int kBlockM = kConsumers * kMmaM;  // 128 (or 64) rows of C per tile
   static constexpr int kBlockN = kMmaN;               // 256 (or 128) columns of C per tile
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
-  static_assert(kMmaN == 256 || (kMmaN == 128 && !kTf32), "128-column tiles: 16-bit");
+  static_assert(kMmaN == 256 || kMmaN == 128, "256- or 128-column tiles");
+  // tf32's 128-column tiles are 3xTF32's inner product (wgmma_sm90_3xtf32), and only that: both
+  // operands already split into TF32 values, K-major, so that A too is read from shared memory;
+  // each k-tile's products are summed on the tensor cores into a fresh set of registers and then
+  // added to the accumulators in fp32 by the CUDA cores (promoted, mainloop.cuh), which takes a
+  // second and third set of 64×128 sums beside them.
+  static constexpr bool kPromoted = kTf32 && kMmaN == 128;
   static_assert(kBlockM == (kConsumers == 2 ? kWgmmaBlockM : kWgmmaNarrowBlockM) &&
                     kBlockN == (kMmaN == 256 ? kWgmmaBlockN : kWgmmaSmallBlockN),
                 "tiles.h tells auto and the plan the tiles");

@@ -33,7 +33,8 @@ __device__ __forceinline__ int fill_half(int step, int lane) {
 
 // d[i + 2·half], half 0 or 1, chosen by a select: indexing the registers at run time would put
 // them in local memory.
-__device__ __forceinline__ float pick_half(const float (&d)[128], int i, int half) {
+template <int kCount>
+__device__ __forceinline__ float pick_half(const float (&d)[kCount], int i, int half) {
   return half ? d[i + 2] : d[i];
 }
 
@@ -122,13 +123,14 @@ __device__ __forceinline__ void fill_box_packed(const uint32_t (&packed)[Config:
 
 // From fp32 accumulators to fp32 C: one 8-byte store per row and column pair.
 template <typename Config, bool kPermuted>
-__device__ __forceinline__ void fill_box_fp32(const float (&d)[128], int box, uint32_t box_addr) {
+__device__ __forceinline__ void fill_box_fp32(const float (&d)[Config::kAccumulators], int box,
+                                              uint32_t box_addr) {
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32 % 4;
   const int q = lane % 4;
 #pragma unroll
   for (int jj = 0; jj < Config::kBoxCols / 8; ++jj) {
-    const int j = box * (Config::kBoxCols / 8) + jj;  // 8-column block of the 256
+    const int j = box * (Config::kBoxCols / 8) + jj;  // 8-column block of the kMmaN
     const uint32_t chunk = 2 * jj + q / 2;
 #pragma unroll
     for (int step = 0; step < 2; ++step) {
@@ -150,18 +152,18 @@ __device__ __forceinline__ void fill_box_fp32(const float (&d)[128], int box, ui
 // each store the warp's lanes cover 4 rows × 32 bytes whose chunks the swizzle spreads over all
 // 32 banks (permuted rows: with fill_half's order).
 template <typename Config, bool kPermuted>
-__device__ __forceinline__ void fill_box_fp32_transposed(const float (&d)[128], int box,
-                                                         uint32_t box_addr) {
+__device__ __forceinline__ void fill_box_fp32_transposed(const float (&d)[Config::kAccumulators],
+                                                         int box, uint32_t box_addr) {
   static_assert(Config::kTf32, "fp32 C");
   constexpr int kHalves = Config::kMmaM / Config::kBoxCols;  // 2: a box takes half the rows
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32 % 4;
   if (warp / (4 / kHalves) != box % kHalves) return;
   const int q = lane % 4;
-  const int first_col = box / kHalves * Config::kMmaM;  // of the consumer's 256
+  const int first_col = box / kHalves * Config::kMmaM;  // of the consumer's kMmaN
 #pragma unroll
   for (int jj = 0; jj < Config::kMmaM / 8; ++jj) {
-    const int j = first_col / 8 + jj;  // 8-column block of the 256
+    const int j = first_col / 8 + jj;  // 8-column block of the kMmaN
 #pragma unroll
     for (int step = 0; step < 2; ++step) {
       const int half = fill_half<kPermuted>(step, lane);

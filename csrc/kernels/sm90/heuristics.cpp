@@ -205,7 +205,14 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     shape.consumers = 2, shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
     shape.tile_rule = TileRule::kMedium;
   }
-  if (o.consumers != 0) {
+  if (p.tf32_promoted) {
+    // 3xTF32's inner product: the promoted tf32 tiles are 128 columns wide; one consumer where
+    // the 128×128 tiles would leave more than half the SMs idle (or as forced).
+    shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
+    shape.split_k = 1;
+    shape.consumers = o.consumers != 0 ? o.consumers : (medium < sms / 2 ? 1 : 2);
+    shape.tile_rule = TileRule::kPromoted;
+  } else if (o.consumers != 0) {
     shape.consumers = o.consumers;
     shape.block_n = static_cast<int>(kWgmmaBlockN);
     if (splittable) shape.split_k = o.split_k, shape.block_n = o.block_n;
@@ -288,7 +295,10 @@ GemmParams transposed_problem(const GemmParams& p) {
 // then fills its boxes transposed and stores them into it (WgmmaParams::c_transposed); else C
 // leaves from registers. Not with a bias or row sums, which belong to C's columns and A's rows.
 bool runs_transposed(const GemmParams& p) {
-  if (p.dtype != DType::kFloat32 || p.bias != nullptr || p.row_sum != nullptr) return false;
+  if (p.dtype != DType::kFloat32 || p.bias != nullptr || p.row_sum != nullptr ||
+      p.tf32_promoted) {
+    return false;
+  }
   return plan_wgmma(transposed_problem(p)).workspace_bytes < plan_wgmma(p).workspace_bytes;
 }
 
@@ -504,6 +514,15 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     case TileRule::kForced:
       r.tile = tile_name(s.block_m(), s.block_n) + ": forced by TORCH_GEMM_WGMMA_SHAPE";
+      break;
+    case TileRule::kPromoted:
+      r.tile = tile_name(s.block_m(), s.block_n) +
+               ", 3xTF32's promoted tf32 tiles (each k-tile's sums added in fp32): " +
+               (o.consumers != 0 ? std::string("consumers forced by TORCH_GEMM_WGMMA_SHAPE")
+                : s.consumers == 1
+                    ? "the " + str(s.medium_tiles) + " tiles of 128x128 would leave more than " + half +
+                          " idle, and 64-row tiles double the blocks"
+                    : "the " + str(s.medium_tiles) + " tiles of 128x128 fill at least " + half);
       break;
   }
 

@@ -45,7 +45,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
                           const char* max_clusters);
 
 // Which rule set the tile and the clusters (for explain's reasons).
-enum class TileRule { kWide, kNarrow, kSmall, kSmallSplit, kMedium, kForced };
+enum class TileRule { kWide, kNarrow, kSmall, kSmallSplit, kMedium, kForced, kPromoted };
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave };
 
 // How a product is spread over the blocks: the tile (consumers × 64 rows, block_n columns),

@@ -52,6 +52,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   static_assert(Config::kBlockN / kClusterM % Config::kMNBox == 0,
                 "each block multicasts whole 64-element boxes of an N-major B");
   static_assert(!Config::kTf32 || kKMajorB, "tf32 wgmma reads B K-major only (A: registers)");
+  static_assert(!Config::kPromoted || (kKMajorA && kSplitK == 1),
+                "3xTF32's promoted tiles read A from shared memory, K-major, and whole K");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes and the descriptors assume atoms start there.

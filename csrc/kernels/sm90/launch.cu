@@ -369,11 +369,10 @@ struct WgmmaLauncher {
       if (p.M == 0 || p.N == 0 || p.batch == 0) return {};
       const sm90::Plan plan = sm90::plan_call(p, sm_count_of(p), overrides());
       if (!plan.fits_int) return refuse("extents past 32 bits");
-      if constexpr (!std::is_same_v<T, float>) {
-        if (plan.shape.block_n == kWgmmaSmallBlockN) {
-          return plan.shape.consumers == 1 ? run_config<1, kWgmmaSmallBlockN>(plan, p, stream)
-                                           : run_config<2, kWgmmaSmallBlockN>(plan, p, stream);
-        }
+      // 128-column tiles: 16-bit, or (float) 3xTF32's promoted tf32 ones.
+      if (plan.shape.block_n == kWgmmaSmallBlockN) {
+        return plan.shape.consumers == 1 ? run_config<1, kWgmmaSmallBlockN>(plan, p, stream)
+                                         : run_config<2, kWgmmaSmallBlockN>(plan, p, stream);
       }
       return plan.shape.consumers == 1 ? run_config<1, kWgmmaBlockN>(plan, p, stream)
                                        : run_config<2, kWgmmaBlockN>(plan, p, stream);
@@ -449,7 +448,13 @@ struct WgmmaLauncher {
                                      const WgmmaParams& wp, const sm90::Plan& plan,
                                      cudaStream_t stream) {
     constexpr int C = kConsumers, N = kMmaN;
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (WgmmaConfig<T, C, N>::kPromoted) {
+      // three_tf32.cu's split operands: K-major, TMA-aligned, never repacked.
+      if (!ops.a.k_major || !ops.b.k_major) {
+        return refuse("3xTF32's promoted tiles read both operands K-major");
+      }
+      return launch_layout<T, C, N, true, true>(map_a, map_b, map_c, wp, plan, stream);
+    } else if constexpr (std::is_same_v<T, float>) {
       return ops.a.k_major
                  ? launch_layout<T, C, N, true, true>(map_a, map_b, map_c, wp, plan, stream)
                  : launch_layout<T, C, N, false, true>(map_a, map_b, map_c, wp, plan, stream);

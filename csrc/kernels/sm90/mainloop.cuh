@@ -179,6 +179,20 @@ class Consumer {
   template <typename PrepareNext, typename EachKTile>
   __device__ __forceinline__ void run(float (&d)[Config::kAccumulators], const WorkUnit& unit,
                                       PrepareNext&& prepare_next, EachKTile&& each_k_tile) {
+    if constexpr (Config::kPromoted) {
+      run_promoted(d, unit, prepare_next, each_k_tile);
+    } else {
+      run_accumulating(d, unit, prepare_next, each_k_tile);
+    }
+  }
+
+ private:
+  // Every k-tile's wgmmas accumulate into d.
+  template <typename PrepareNext, typename EachKTile>
+  __device__ __forceinline__ void run_accumulating(float (&d)[Config::kAccumulators],
+                                                   const WorkUnit& unit,
+                                                   PrepareNext&& prepare_next,
+                                                   EachKTile&& each_k_tile) {
     int previous = -1;
     for (int kt = unit.k_begin; kt < unit.k_end; ++kt) {
       mbarrier_wait(&full_[stage_], phase_);
@@ -224,7 +238,50 @@ class Consumer {
     if (previous >= 0) release(previous);
   }
 
- private:
+  // 3xTF32's inner product (Config::kPromoted): each k-tile's wgmmas sum into a fresh set of
+  // registers, which the CUDA cores then add to d in fp32, rounding to nearest. The tensor cores
+  // add with truncation against the running sum, an error near 2^-23·|sum| per wgmma that, with
+  // d as the running sum, grows with K (3xTF32 accumulating into d: 18× SGEMM's error at K = 256,
+  // 140× at 4096, benchmarks/NOTES.md); here it is against one k-tile's sum, four wgmmas long.
+  // Each k-tile's wgmmas are waited for before the add (as DeepGEMM promotes FP8): reading their
+  // set while a later k-tile's wgmmas run, under wait_group 1, made ptxas serialize every wgmma
+  // (its warning C7514). The other consumer warpgroup's wgmmas run meanwhile.
+  template <typename PrepareNext, typename EachKTile>
+  __device__ __forceinline__ void run_promoted(float (&d)[Config::kAccumulators],
+                                               const WorkUnit& unit, PrepareNext&& prepare_next,
+                                               EachKTile&& each_k_tile) {
+    float sums[Config::kAccumulators];
+#pragma unroll
+    for (int i = 0; i < Config::kAccumulators; ++i) sums[i] = 0.0f;
+    for (int kt = unit.k_begin; kt < unit.k_end; ++kt) {
+      mbarrier_wait(&full_[stage_], phase_);
+      fence_accumulators(sums);
+      wgmma_fence();
+      const uint32_t stage_a = desc_a0_ + stage_ * (Config::kStageBytesA >> 4);
+      const uint32_t stage_b = desc_b0_ + stage_ * (Config::kStageBytesB >> 4);
+#pragma unroll
+      for (int kk = 0; kk < kBlockK / Config::kMmaK; ++kk) {
+        wgmma_ss<T, 0, 0>(sums, kDescHigh | (stage_a + kk * (kStepA >> 4)),
+                          kDescHigh | (stage_b + kk * (kStepB >> 4)), kk > 0);
+      }
+      wgmma_commit();
+      if (kt == unit.k_begin) prepare_next();
+      each_k_tile(kt - unit.k_begin);
+      wgmma_wait<0>();
+      fence_accumulators(sums);
+      release(stage_);
+      add_promoted(d, sums);
+      if (++stage_ == kStages) stage_ = 0, phase_ ^= 1;
+    }
+    if (unit.k_end == unit.k_begin) prepare_next();
+  }
+
+  __device__ __forceinline__ static void add_promoted(float (&d)[Config::kAccumulators],
+                                                      const float (&sums)[Config::kAccumulators]) {
+#pragma unroll
+    for (int i = 0; i < Config::kAccumulators; ++i) d[i] += sums[i];
+  }
+
   // Per wgmma: a K-major tile advances 32 bytes along its 128-byte rows, an MN-major one
   // kMmaK rows of 128 bytes.
   static constexpr uint32_t kStepA = kKMajorA ? Config::kMmaK * Config::kElementBytes
@@ -237,7 +294,8 @@ class Consumer {
   static constexpr uint32_t kLeadingB = kKMajorB ? 16 : Config::kMNBoxBytes;
   static constexpr uint64_t kDescHigh = smem_descriptor_high(Config::kSwizzleAtomBytes);
   // tf32: A's fragments of one k-tile (kBlockK / kMmaK wgmmas × 4 registers), in two sets.
-  static constexpr int kTf32Steps = Config::kTf32 ? kBlockK / Config::kMmaK : 1;
+  static constexpr int kTf32Steps =
+      Config::kTf32 && !Config::kPromoted ? kBlockK / Config::kMmaK : 1;
 
   // Hands a stage back to every block whose producer writes into it.
   __device__ __forceinline__ void release(int released) const {

@@ -282,14 +282,24 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 // D (64×kMmaN, fp32, in registers: kMmaN / 2 a thread) = A (64×kMmaK, smem) · B (kMmaK×kMmaN,
 // smem) + (accumulate ? D : 0) for one warpgroup, asynchronously (wgmma_commit / wgmma_wait), kMmaN
 // 256 or 128 by the accumulators' count. kTransA/kTransB: 1 where the operand's shared tile is
-// MN-major (wgmma transposes it on read; 16-bit only).
+// MN-major (wgmma transposes it on read; 16-bit only). T = float: tf32, m64n128 only (3xTF32's
+// promoted tiles), both tiles K-major and already TF32 values (the tensor cores drop the low
+// bits of what they read).
 template <typename T, int kTransA, int kTransB, int kCount>
 __device__ __forceinline__ void wgmma_ss(float (&d)[kCount], uint64_t desc_a, uint64_t desc_b,
                                          int accumulate) {
-  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "16-bit operands");
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half> ||
+                    std::is_same_v<T, float>,
+                "16-bit or tf32 operands");
   static_assert(kCount == 128 || kCount == 64, "m64n256 or m64n128");
+  static_assert(!std::is_same_v<T, float> || (kCount == 64 && kTransA == 0 && kTransB == 0),
+                "tf32 from shared memory: m64n128, K-major tiles");
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
-  if constexpr (kCount == 128 && kBf16) {
+  if constexpr (std::is_same_v<T, float>) {
+    TORCH_GEMM_WGMMA("m64n128k8.f32.tf32.tf32", TORCH_GEMM_ACC_REGS_LOW, TORCH_GEMM_ACC64(0),
+                     "%66", "%64, %65, accumulate, 1, 1", "l"(desc_a), "l"(desc_b),
+                     "r"(accumulate));
+  } else if constexpr (kCount == 128 && kBf16) {
     TORCH_GEMM_WGMMA("m64n256k16.f32.bf16.bf16", TORCH_GEMM_ACC_REGS_256, TORCH_GEMM_ACC_256,
                      "%132", "%128, %129, accumulate, 1, 1, %130, %131", "l"(desc_a), "l"(desc_b),
                      "n"(kTransA), "n"(kTransB), "r"(accumulate));

@@ -1,6 +1,7 @@
 // wgmma_sm90_3xtf32: float32 products at float32's accuracy on the TF32 tensor cores. One pass
 // splits each operand element x once into big = tf32(x) and small = tf32(x − big); the product
-// A_big·B_big + A_big·B_small + A_small·B_big then runs as one TF32 product over 3·K on wgmma_sm90.
+// A_big·B_big + A_big·B_small + A_small·B_big then runs as one TF32 product over 3·K on wgmma_sm90's
+// promoted tiles, each k-tile's sums added in fp32 (GemmParams::tf32_promoted).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -112,6 +113,7 @@ ThreeTf32Plan plan_3xtf32(const GemmParams& p, char* base) {
   q.b = base + plan.a_bytes, q.b_stride_n = plan.ld, q.b_stride_k = 1;
   q.b_stride_batch = p.batch > 1 ? p.N * plan.ld : 0;
   q.row_sum = nullptr;  // not a fused kernel: the op sums A's rows itself
+  q.tf32_promoted = true;
   q.workspace = base + plan.a_bytes + plan.b_bytes;
   q.workspace_bytes = std::max<int64_t>(p.workspace_bytes - plan.a_bytes - plan.b_bytes, 0);
   return plan;
