@@ -25,7 +25,7 @@ from torch.distributed.device_mesh import init_device_mesh
 
 import torch_gemm
 from torch_gemm.attention import DecoderConfig, TinyDecoder
-from torch_gemm.distributed import parallelize_decoder, rank_device
+from torch_gemm.distributed import optimizer_param_groups, parallelize_decoder, rank_device
 
 
 def parse_args() -> argparse.Namespace:
@@ -108,7 +108,8 @@ def main() -> int:
         for layer in model.layers:
             fully_shard(layer, mesh=mesh["dp"])
         fully_shard(model, mesh=mesh["dp"])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    # DTensor and plain parameters apart: the foreach step cannot take a mix of them.
+    optimizer = torch.optim.AdamW(optimizer_param_groups(model), lr=args.lr)
     ref_optimizer = torch.optim.AdamW(reference.parameters(), lr=args.lr) if reference is not None else None
 
     dp_rank = mesh["dp"].get_local_rank()

@@ -29,6 +29,7 @@ from typing import Optional
 import torch
 
 __all__ = [
+    "optimizer_param_groups",
     "rank_device",
     "parallelize_attention",
     "parallelize_decoder",
@@ -403,6 +404,20 @@ def parallelize_decoder(model, mesh, *, sequence_parallel: bool = False):
     for layer in model.layers:
         _shard_heads(layer.self_attn, tp)
     return model
+
+
+def optimizer_param_groups(model) -> list[dict]:
+    """``model``'s parameters as optimizer parameter groups that torch's foreach (multi-tensor)
+    optimizer kernels take: plain tensors in one group, DTensors in one group per device mesh.
+    A tensor-parallel model without sequence parallelism keeps its norms' weights as plain
+    tensors beside the DTensor projections, and a foreach step over such a mix fails ("got mixed
+    torch.Tensor and DTensor"); the CUDA optimizers use foreach by default. Use as
+    ``torch.optim.AdamW(optimizer_param_groups(model), lr=...)``."""
+    groups: dict = {}
+    for param in model.parameters():
+        mesh = getattr(param, "device_mesh", None)
+        groups.setdefault(mesh, []).append(param)
+    return [{"params": params} for params in groups.values()]
 
 
 def rank_device(choice: str, local_rank: int, local_world: int) -> tuple[str, torch.device]:
