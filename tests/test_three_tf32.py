@@ -96,9 +96,9 @@ def test_against_float64(M, N, K, layout):
     a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
     with tf32_allowed(False):
         out = torch_gemm.mm_tiled(a, b, kernel=KERNEL)
-        assert_close_to_reference(out, a, b)
+        assert_close_to_reference(out, a, b, kernel=KERNEL)
         bias = randn((N,), torch.float32, "cuda", gen)
-        assert_close_to_reference(torch_gemm.linear_tiled(a, b.t(), bias, kernel=KERNEL), a, b, bias)
+        assert_close_to_reference(torch_gemm.linear_tiled(a, b.t(), bias, kernel=KERNEL), a, b, bias, kernel=KERNEL)
 
 
 @requires_cuda
@@ -108,9 +108,9 @@ def test_batched_and_row_sums():
     a, b = randn((3, 200, 300), torch.float32, "cuda", gen), randn((3, 300, 150), torch.float32, "cuda", gen)
     out = torch_gemm.bmm_tiled(a, b, kernel=KERNEL)
     for i in range(3):
-        assert_close_to_reference(out[i].contiguous(), a[i], b[i])
+        assert_close_to_reference(out[i].contiguous(), a[i], b[i], kernel=KERNEL)
     product, sums = torch_gemm.mm_tiled_row_sum(a[0], b[0], kernel=KERNEL)
-    assert_close_to_reference(product, a[0], b[0])
+    assert_close_to_reference(product, a[0], b[0], kernel=KERNEL)
     torch.testing.assert_close(sums.double(), a[0].double().sum(1), rtol=1e-5, atol=1e-4)
 
 
@@ -160,6 +160,6 @@ def test_auto_takes_it_under_the_setting_only_while_tf32_is_off():
     a, b = torch.randn(256, 256, device="cuda"), torch.randn(256, 256, device="cuda")
     with tf32_allowed(False), torch_gemm.fp32_precision("3xtf32"):
         assert torch_gemm.explain(a, b)["kernel"] == KERNEL
-        assert_close_to_reference(torch_gemm.mm_tiled(a, b), a, b)
+        assert_close_to_reference(torch_gemm.mm_tiled(a, b), a, b, kernel="auto")
     with tf32_allowed(True), torch_gemm.fp32_precision("3xtf32"):
         assert torch_gemm.explain(a, b)["kernel"] == "wgmma_sm90"

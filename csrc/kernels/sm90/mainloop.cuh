@@ -239,20 +239,25 @@ class Consumer {
   }
 
   // 3xTF32's inner product (Config::kPromoted): each k-tile's wgmmas sum into a fresh set of
-  // registers, which the CUDA cores then add to d in fp32, rounding to nearest. The tensor cores
+  // registers, which the CUDA cores then add up in fp32, rounding to nearest. The tensor cores
   // add with truncation against the running sum, an error near 2^-23·|sum| per wgmma that, with
   // d as the running sum, grows with K (3xTF32 accumulating into d: 18× SGEMM's error at K = 256,
   // 140× at 4096, benchmarks/NOTES.md); here it is against one k-tile's sum, four wgmmas long.
-  // Each k-tile's wgmmas are waited for before the add (as DeepGEMM promotes FP8): reading their
-  // set while a later k-tile's wgmmas run, under wait_group 1, made ptxas serialize every wgmma
-  // (its warning C7514). The other consumer warpgroup's wgmmas run meanwhile.
+  // The k-tiles' sums go into `group` and every kPromoteGroup of them into d: added to d one by
+  // one, 3K/32 roundings of the whole sum made the error grow as √K past SGEMM's (1.6× at
+  // K = 4096, 3.1× at 65536). Each k-tile's wgmmas are waited for before the add (as DeepGEMM
+  // promotes FP8): reading a set while a later k-tile's wgmmas run, under wait_group 1, made ptxas
+  // serialize every wgmma (its warning C7514). The other consumer warpgroup's wgmmas run meanwhile.
+  static constexpr int kPromoteGroup = 8;
+
   template <typename PrepareNext, typename EachKTile>
   __device__ __forceinline__ void run_promoted(float (&d)[Config::kAccumulators],
                                                const WorkUnit& unit, PrepareNext&& prepare_next,
                                                EachKTile&& each_k_tile) {
-    float sums[Config::kAccumulators];
+    float sums[Config::kAccumulators], group[Config::kAccumulators];
 #pragma unroll
-    for (int i = 0; i < Config::kAccumulators; ++i) sums[i] = 0.0f;
+    for (int i = 0; i < Config::kAccumulators; ++i) sums[i] = 0.0f, group[i] = 0.0f;
+    int grouped = 0;
     for (int kt = unit.k_begin; kt < unit.k_end; ++kt) {
       mbarrier_wait(&full_[stage_], phase_);
       fence_accumulators(sums);
@@ -270,9 +275,16 @@ class Consumer {
       wgmma_wait<0>();
       fence_accumulators(sums);
       release(stage_);
-      add_promoted(d, sums);
+      add_promoted(group, sums);
+      if (++grouped == kPromoteGroup) {
+        add_promoted(d, group);
+#pragma unroll
+        for (int i = 0; i < Config::kAccumulators; ++i) group[i] = 0.0f;
+        grouped = 0;
+      }
       if (++stage_ == kStages) stage_ = 0, phase_ ^= 1;
     }
+    add_promoted(d, group);
     if (unit.k_end == unit.k_begin) prepare_next();
   }
 

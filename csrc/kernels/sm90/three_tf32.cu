@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/gemm_params.h"
+#include "kernels/grid.cuh"
 #include "kernels/launch.h"
 #include "kernels/numeric.cuh"
 #include "kernels/sm90/heuristics.h"
@@ -25,10 +26,11 @@ constexpr int kSplitRowsAtOnce = 8;  // threads along the tile's rows (each take
 constexpr int64_t kRowAlignElements = KernelFacts::kTmaAlignBytes / int64_t{sizeof(float)};
 
 // One operand as (batch, X, K), X being M for A and N for B, split into a dense K-major copy of
-// three K-long segments a row, X·ld floats a batch element. Segment order: A's (big, big where x
-// is finite else 0, small), B's (big, small, big where finite else 0), so that the product over
-// 3·K is big·big + big·small + small·big, and an Inf or NaN enters through big·big only (a cross
-// term of Inf and a zero small part would be NaN where torch.mm gives Inf).
+// three K-long segments a row, X·ld floats a batch element. Segment order: A's (big where x is
+// finite else 0, small, big), B's (small, big where finite else 0, big), so that the product over
+// 3·K is big·small + small·big + big·big, and an Inf or NaN enters through big·big only (a cross
+// term of Inf and a zero small part would be NaN where torch.mm gives Inf). The small cross terms
+// come first: the sums they are added to are then small too, and round them less.
 struct SplitOperand {
   const float* src;
   int64_t stride_x, stride_k, stride_batch;
@@ -50,30 +52,34 @@ __global__ void __launch_bounds__(kSplitTile * kSplitRowsAtOnce)
     torch_gemm_split_3xtf32_kernel(SplitOperand s, int64_t first_batch) {
   __shared__ float tile[kSplitTile][kSplitTile + 1];  // [x][k], padded: conflict-free columns
   const int64_t z = first_batch + blockIdx.z;
-  const int64_t x0 = static_cast<int64_t>(blockIdx.y) * kSplitTile;
-  const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kSplitTile;
+  const int64_t x0 = static_cast<int64_t>(blockIdx.x) * kSplitTile;
   const float* src = s.src + z * s.stride_batch;
+  float* dst = s.dst + z * s.dst_stride_batch;
   // Lanes run along the operand's unit stride, so that a warp's loads are coalesced either way.
   const bool k_unit = s.stride_k == 1 || s.K <= 1;
-  for (int i = threadIdx.y; i < kSplitTile; i += kSplitRowsAtOnce) {
-    const int xl = k_unit ? i : threadIdx.x, kl = k_unit ? threadIdx.x : i;
-    const int64_t x = x0 + xl, k = k0 + kl;
-    tile[xl][kl] = x < s.extent_x && k < s.K ? src[x * s.stride_x + k * s.stride_k] : 0.0f;
-  }
-  __syncthreads();
-  float* dst = s.dst + z * s.dst_stride_batch;
-  for (int i = threadIdx.y; i < kSplitTile; i += kSplitRowsAtOnce) {
-    const int64_t x = x0 + i, k = k0 + threadIdx.x;
-    if (x >= s.extent_x || k >= s.K) continue;
-    const float v = tile[i][threadIdx.x];
-    const bool finite = isfinite(v);
-    const float big = tf32_big(v);
-    const float small = finite ? round_to_tf32(v - big) : 0.0f;
-    const float big_finite = finite ? big : 0.0f;
-    float* out = dst + x * s.ld + k;
-    out[0] = big;
-    out[s.K] = s.a_order ? big_finite : small;
-    out[2 * s.K] = s.a_order ? small : big_finite;
+  // X's tiles on grid x (up to 2^31 − 1 blocks), K's on grid y, stepping past its 65535.
+  for (int64_t k0 = static_cast<int64_t>(blockIdx.y) * kSplitTile; k0 < s.K;
+       k0 += static_cast<int64_t>(gridDim.y) * kSplitTile) {
+    __syncthreads();  // the previous k0's reads of the tile are done
+    for (int i = threadIdx.y; i < kSplitTile; i += kSplitRowsAtOnce) {
+      const int xl = k_unit ? i : threadIdx.x, kl = k_unit ? threadIdx.x : i;
+      const int64_t x = x0 + xl, k = k0 + kl;
+      tile[xl][kl] = x < s.extent_x && k < s.K ? src[x * s.stride_x + k * s.stride_k] : 0.0f;
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < kSplitTile; i += kSplitRowsAtOnce) {
+      const int64_t x = x0 + i, k = k0 + threadIdx.x;
+      if (x >= s.extent_x || k >= s.K) continue;
+      const float v = tile[i][threadIdx.x];
+      const bool finite = isfinite(v);
+      const float big = tf32_big(v);
+      const float small = finite ? round_to_tf32(v - big) : 0.0f;
+      const float big_finite = finite ? big : 0.0f;
+      float* out = dst + x * s.ld + k;
+      out[0] = s.a_order ? big_finite : small;
+      out[s.K] = s.a_order ? small : big_finite;
+      out[2 * s.K] = big;
+    }
   }
 }
 
@@ -81,8 +87,8 @@ LaunchStatus launch_split(const SplitOperand& s, int64_t batch, cudaStream_t str
   if (s.extent_x == 0 || s.K == 0) return {};
   const dim3 block(kSplitTile, kSplitRowsAtOnce);
   for (int64_t first = 0; first < batch; first += kMaxGridZ) {
-    const dim3 grid(static_cast<unsigned>(ceil_div(s.K, kSplitTile)),
-                    static_cast<unsigned>(ceil_div(s.extent_x, kSplitTile)),
+    const dim3 grid(static_cast<unsigned>(ceil_div(s.extent_x, kSplitTile)),
+                    static_cast<unsigned>(std::min<int64_t>(ceil_div(s.K, kSplitTile), kMaxGridY)),
                     static_cast<unsigned>(std::min<int64_t>(batch - first, kMaxGridZ)));
     torch_gemm_split_3xtf32_kernel<<<grid, block, 0, stream>>>(s, first);
     const LaunchStatus status = check_launch("torch_gemm_split_3xtf32_kernel");
