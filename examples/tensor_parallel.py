@@ -49,7 +49,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--log-every", type=int, default=20)
     parser.add_argument("--compare", action="store_true",
                         help="train an unsharded nn.Linear copy beside it on every rank and fail if the "
-                             "loss curves part (float32: 1e-3 relative, bfloat16: 5e-2)")
+                             "loss curves part within the first --compare-steps steps (float32: 1e-3 "
+                             "relative, bfloat16: 5e-2); later steps are shown, not checked")
+    parser.add_argument("--compare-steps", type=int, default=20,
+                        help="steps whose losses --compare checks (default: %(default)s): two trainings "
+                             "that round differently drift apart, in bfloat16 by tens of percent after "
+                             "a few hundred steps, whatever computes their products")
     return parser.parse_args()
 
 
@@ -83,6 +88,8 @@ def main() -> int:
     backend, device, dtype = pick_device(args.device, local_rank, local_world)
     dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
+    if args.compare_steps < 1:
+        sys.exit(f"tensor_parallel.py: --compare-steps must be >= 1, got {args.compare_steps}")
     if args.dp < 1 or world % args.dp != 0:
         sys.exit(f"tensor_parallel.py: --dp {args.dp} does not divide the {world} ranks")
     tp = world // args.dp
@@ -136,7 +143,8 @@ def main() -> int:
             ref_loss.backward()
             ref_optimizer.step()
             ref_optimizer.zero_grad(set_to_none=True)
-            worst = max(worst, abs(mean - ref_loss.item()) / abs(ref_loss.item()))
+            if step < args.compare_steps:
+                worst = max(worst, abs(mean - ref_loss.item()) / abs(ref_loss.item()))
             line += f"  (unsharded nn.Linear model: {ref_loss.item():.4f})"
         if rank == 0 and (step % args.log_every == 0 or step == args.steps - 1):
             print(line, flush=True)
@@ -144,8 +152,8 @@ def main() -> int:
         print(f"{args.steps} steps in {time.perf_counter() - start:.1f} s")
     failed = reference is not None and worst > tol
     if rank == 0 and reference is not None:
-        print(f"largest relative difference from the unsharded model's loss: {worst:.2e} "
-              f"({'above' if failed else 'within'} {tol:g})")
+        print(f"largest relative difference from the unsharded model's loss over the first "
+              f"{min(args.compare_steps, args.steps)} steps: {worst:.2e} ({'above' if failed else 'within'} {tol:g})")
     dist.destroy_process_group()
     return 1 if failed else 0
 
