@@ -10,6 +10,7 @@
 #   SANITIZE=1 bash scripts/gpu_check.sh      # also compute-sanitizer over every kernel
 #   ATTN_ARGS="--dtypes bfloat16" bash scripts/gpu_check.sh   # attention benchmark options
 #   SKIP_ATTN=1 bash scripts/gpu_check.sh     # no attention benchmark
+#   SKIP_TP=1 bash scripts/gpu_check.sh       # with 2+ GPUs: no tensor-parallel example and timing
 #   TEST_FILES="tests/test_mm.py tests/test_fuzz.py" bash scripts/gpu_check.sh   # part of the suite,
 #                                             # where the whole would outlast one device call
 set -uo pipefail
@@ -59,6 +60,27 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     summary+=("tests: some tests were skipped for lack of CUDA")
     status=1
   fi
+fi
+
+# Two or more GPUs: the tensor-parallel example over NCCL (its loss curve against an unsharded
+# copy) and the tensor-parallel decoder layer's timing (issue 32); the suite above already ran the
+# two-device and NCCL tests. NCCL's NVLink multicast stays off (NCCL_NVLS_ENABLE=0): on shared
+# hosts a program using it can take the GPUs out of service.
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+if [ "$gpus" -ge 2 ] && [ -z "${SKIP_TP:-}" ]; then
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  start=$(date +%s)
+  $PY -m torch.distributed.run --standalone --nproc-per-node 2 examples/tensor_parallel.py --compare \
+    >"$OUT/example_tp.log" 2>&1
+  rc=$?
+  summary+=("tensor-parallel example, 2 GPUs: $(grep -h "largest relative" "$OUT/example_tp.log") (exit $rc, $(( $(date +%s) - start )) s)")
+  [ "$rc" -eq 0 ] || status=1
+  start=$(date +%s)
+  (cd benchmarks && $PY -m torch.distributed.run --standalone --nproc-per-node 2 bench_tensor_parallel.py \
+    --width 4096 --tokens 8192 --dtype bfloat16 --out "$OUT/tp") >"$OUT/bench_tp.log" 2>&1
+  rc=$?
+  summary+=("tensor-parallel layer, 2 GPUs: $(grep -hE "^ *4096 " "$OUT/bench_tp.log") (exit $rc, $(( $(date +%s) - start )) s)")
+  [ "$rc" -eq 0 ] || status=1
 fi
 
 if [ -n "${SANITIZE:-}" ]; then

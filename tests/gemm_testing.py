@@ -197,14 +197,16 @@ THREE_TF32_FULL_BOUND_K = 256
 current_kernel: str | None = None
 
 
-def three_tf32_in_effect(t: torch.Tensor, kernel: str | None = None) -> bool:
-    """Whether a float32 product on this tensor runs as 3xTF32: kernel="wgmma_sm90_3xtf32", or
-    "auto" under torch_gemm's float32 precision "3xtf32", with TF32 off. ``kernel``: the call's,
-    else the running test's."""
+def three_tf32_in_effect(a: torch.Tensor, b: torch.Tensor, kernel: str | None = None) -> bool:
+    """Whether the float32 product a @ b runs as 3xTF32: kernel="wgmma_sm90_3xtf32", or "auto"
+    where torch_gemm.explain says auto takes it (float32 precision "3xtf32", TF32 off, a shape it
+    takes). ``kernel``: the call's, else the running test's."""
     kernel = kernel if kernel is not None else current_kernel
-    if t.dtype != torch.float32 or not t.is_cuda or tf32_in_effect(t):
+    if a.dtype != torch.float32 or not a.is_cuda or tf32_in_effect(a):
         return False
-    return kernel == "wgmma_sm90_3xtf32" or (kernel in (None, "auto") and torch_gemm.get_fp32_precision() == "3xtf32")
+    if kernel in (None, "auto"):
+        return torch_gemm.get_fp32_precision() == "3xtf32" and torch_gemm.explain(a, b)["kernel"] == "wgmma_sm90_3xtf32"
+    return kernel == "wgmma_sm90_3xtf32"
 
 
 # Unit roundoff of the accumulation (fp32 for every 16-bit and fp32 input, fp64 for fp64), and
@@ -269,7 +271,7 @@ def assert_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tenso
     bound = _OUT_EPS[a.dtype] * (ref.abs() + torch.finfo(a.dtype).tiny) + 3.0 * math.sqrt(max(K, 1)) * _ACC_UNIT.get(a.dtype, 2.0**-24) * summands
     if tf32:
         bound = bound + _TF32_PRODUCT_ERR * summands
-    elif K < THREE_TF32_FULL_BOUND_K and three_tf32_in_effect(a, kernel):
+    elif K < THREE_TF32_FULL_BOUND_K and three_tf32_in_effect(a, b, kernel):
         bound = bound + _THREE_TF32_SMALL_K_ERR * summands
     worst = (diff - bound).argmax() if diff.numel() else None
     if worst is not None and diff.flatten()[worst] > bound.flatten()[worst]:

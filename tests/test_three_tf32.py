@@ -66,7 +66,17 @@ def test_explain_follows_the_setting():
     # 1024 x 512 is 32 tiles of 128x128, fewer than half of 132 SMs: the one-consumer 64x128 tiles.
     plan = answer["plan"]
     assert plan["K"] == 3 * 2048 and tuple(plan["tile"]) == (64, 128) and not plan["transposed"]
-    assert "promoted" in plan["why"]["tile"] and plan["split_k"] == 1 and not plan["stream_k"]
+    assert "promoted" in plan["why"]["tile"] and plan["split_k"] == 1
+
+
+@pytest.mark.parametrize("K", [3, 5, 4096])
+def test_explain_reads_the_split_operands_in_place(K):
+    """The split rows are 3·K padded to 16 bytes, which TMA reads as they are: no repack in the
+    plan, whatever K (3·K·4 bytes is not a multiple of 16 for odd K)."""
+    a, b = torch.empty(512, K, device="meta"), torch.empty(K, 384, device="meta")
+    with torch_gemm.fp32_precision("3xtf32"):
+        plan = torch_gemm.explain(a, b, kernel="wgmma_sm90_3xtf32", sm=90, sm_count=132, allow_tf32=False)["plan"]
+    assert not plan["a"]["repack"] and not plan["b"]["repack"] and plan["workspace_bytes"] == 0
 
 
 @pytest.mark.parametrize("M, N, tile", [(4096, 4096, (128, 128)), (8192, 4096, (128, 128)), (64, 4096, (64, 128)),

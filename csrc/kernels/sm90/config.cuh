@@ -43,7 +43,8 @@ struct WgmmaConfig {
   // k-tiles in flight, 48 KB each (40 KB with one consumer): 4 leave room for two 8 KB epilogue
   // boxes per consumer, or 4–8 with one (3 stages beside a whole-tile ring of boxes were no
   // faster, benchmarks/NOTES.md). 64×128 tiles take 24 KB a k-tile: 8 in flight, on shapes whose
-  // loop waits on L2. 128×128 tiles take 32 KB: 6, beside a whole tile of boxes.
+  // loop waits on L2. 128×128 tiles take 32 KB: 6, beside a whole tile of 16-bit boxes (fp32 C,
+  // 3xTF32's, takes two rounds of the ring's 2).
   static constexpr int kStages = kMmaN == 256 ? 4 : (kConsumers == 1 ? 8 : 6);
   // The first tile's first k-tiles are copied from the kernel's prologue, ahead of the producer
   // loop (see the kernel): kEarlyFirst of them before the start barrier, the rest of

@@ -447,6 +447,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     r.transposed = "no: bf16/fp16 wgmma reads either operand in either order";
   } else if (caller.bias != nullptr || caller.row_sum != nullptr) {
     r.transposed = "no: a bias or row sums belong to C's columns and A's rows";
+  } else if (caller.tf32_promoted) {
+    r.transposed = "no: 3xTF32's split operands are both K-major, as the promoted tiles read them";
   } else {
     r.transposed = "no: the product as given needs no more repacking than its transpose";
   }
@@ -486,7 +488,7 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       if (can_split(p)) {
         r.tile += "; the " + str(s.small_tiles) + " tiles of 64x128 would not fit in one wave";
       } else {
-        r.tile += p.dtype == DType::kFloat32 ? " (tf32 has no 128-column tile)"
+        r.tile += p.dtype == DType::kFloat32 ? " (tf32's 128-column tiles are 3xTF32's alone)"
                                              : " (fused row sums follow 256-column tiles)";
       }
       break;

@@ -247,7 +247,8 @@ class Consumer {
   // one, 3K/32 roundings of the whole sum made the error grow as √K past SGEMM's (1.6× at
   // K = 4096, 3.1× at 65536). Each k-tile's wgmmas are waited for before the add (as DeepGEMM
   // promotes FP8): reading a set while a later k-tile's wgmmas run, under wait_group 1, made ptxas
-  // serialize every wgmma (its warning C7514). The other consumer warpgroup's wgmmas run meanwhile.
+  // serialize every wgmma (its warning C7514). On 128-row tiles the other consumer warpgroup's
+  // wgmmas run meanwhile; on 64-row ones nothing does.
   static constexpr int kPromoteGroup = 8;
 
   template <typename PrepareNext, typename EachKTile>

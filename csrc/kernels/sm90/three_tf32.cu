@@ -30,7 +30,8 @@ constexpr int64_t kRowAlignElements = KernelFacts::kTmaAlignBytes / int64_t{size
 // finite else 0, small, big), B's (small, big where finite else 0, big), so that the product over
 // 3·K is big·small + small·big + big·big, and an Inf or NaN enters through big·big only (a cross
 // term of Inf and a zero small part would be NaN where torch.mm gives Inf). The small cross terms
-// come first: the sums they are added to are then small too, and round them less.
+// come first: most of their k-tiles are then added to sums that are small too (short of a bias,
+// and of the group of k-tiles that straddles into big·big), and round them less.
 struct SplitOperand {
   const float* src;
   int64_t stride_x, stride_k, stride_batch;
@@ -41,7 +42,7 @@ struct SplitOperand {
 };
 
 // tf32(x), rounded to nearest; where that rounds a finite x past float's range (|x| within half a
-// tf32 step of FLT_MAX) the truncation instead, so that big stays finite and small exact.
+// tf32 step of FLT_MAX) the truncation instead, so that big stays finite and x − big exact.
 __device__ __forceinline__ float tf32_big(float x) {
   const float rounded = round_to_tf32(x);
   if (isinf(rounded) && isfinite(x)) return __uint_as_float(__float_as_uint(x) & 0xffffe000u);
