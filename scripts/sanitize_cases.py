@@ -35,11 +35,11 @@ SHAPES = [(1, 1, 1), (7, 5, 3), (33, 65, 17), (129, 257, 31), (128, 128, 8), (25
 # edge tiles in M, N and K, K long enough for the stage rings to wrap. The named cases below say
 # which wgmma_sm90 path each shape reaches.
 TENSOR_CORE_SHAPES = [(200, 264, 72), (250, 4264, 2050), (1250, 4400, 320), (1800, 3840, 320)]
-TENSOR_CORE_KERNELS = ("wgmma_sm90", "mma_sm80")
+TENSOR_CORE_KERNELS = ("wgmma_sm90", "wgmma_sm90_3xtf32", "mma_sm80")
 # Kernels whose bias reaches the consumers through an mbarrier-ordered shared-memory row, which
 # racecheck reports as a race although it is ordered (scripts/racecheck_probe.cu shows the same on
 # a minimal kernel); sanitize.sh names the tool in SANITIZE_TOOL.
-RACECHECK_BLIND_TO_BIAS = ("wgmma_sm90",)
+RACECHECK_BLIND_TO_BIAS = ("wgmma_sm90", "wgmma_sm90_3xtf32")
 # The device the named cases' shapes are chosen for: an H100's or H200's multiprocessors.
 PLAN_SM_COUNT = 132
 # The overrides the launcher reads, and sm90_plan's argument for each.
@@ -146,6 +146,34 @@ DEFAULT_CASES = (
     Case("wgmma batched", "bmm_tiled, 3 products: 120 tiles of 128x128 over the batch fit one "
          "wave, where 240 of 64x128 would not",
          "wgmma_sm90", 600, 1000, 200, op="bmm", batch=3, expect={"tile": (128, 128)}),
+    Case("3xtf32 promoted 128x128 pairs", "float32 split into TF32 parts, 3K = 960 (30 k-tiles: "
+         "three promotion groups of 8 and a partial one): 15x30 = 450 tiles of 128x128, several "
+         "rounds, so pairs share B",
+         "wgmma_sm90_3xtf32", 1800, 3840, 320, dtype="float32",
+         expect={"tile": (128, 128), "consumers": 2, "cluster": 2, "transposed": False}),
+    Case("3xtf32 promoted 128x128 single", "8x10 = 80 tiles of 128x128 fill one short wave, where "
+         "a pair's start costs more than sharing B saves",
+         "wgmma_sm90_3xtf32", 1024, 1280, 256, dtype="float32",
+         expect={"tile": (128, 128), "consumers": 2, "cluster": 1}),
+    Case("3xtf32 promoted 64x128 pairs", "2x3 = 6 tiles of 128x128 would leave most SMs idle: "
+         "64-row tiles, one consumer, four tile rows paired",
+         "wgmma_sm90_3xtf32", 200, 264, 72, dtype="float32",
+         expect={"tile": (64, 128), "consumers": 1, "cluster": 2, "store": "tma"}),
+    Case("3xtf32 promoted 64x128 single", "33 rows: one tile row of 64, nothing to pair",
+         "wgmma_sm90_3xtf32", 33, 264, 72, dtype="float32",
+         expect={"tile": (64, 128), "consumers": 1, "cluster": 1}),
+    Case("3xtf32 store registers", "263 columns: C's rows are not 16-byte aligned, so C leaves "
+         "from registers",
+         "wgmma_sm90_3xtf32", 200, 263, 72, dtype="float32", expect={"store": "registers"}),
+    Case("3xtf32 operands MN-major", "the split pass reads A and B column by column (its "
+         "transposing path) into the same K-major rows, read in place",
+         "wgmma_sm90_3xtf32", 200, 264, 72, dtype="float32", a_k_major=False, b_k_major=False,
+         expect={"a": {"k_major": True, "repack": False}, "b": {"k_major": True, "repack": False}}),
+    Case("3xtf32 bias", "linear_tiled: the bias starts the promoted tiles' sums",
+         "wgmma_sm90_3xtf32", 200, 264, 72, dtype="float32", op="linear", expect={"tile": (64, 128)}),
+    Case("3xtf32 batched", "bmm_tiled, 3 products: 5x8x3 = 120 tiles of 128x128 in one short wave",
+         "wgmma_sm90_3xtf32", 600, 1000, 200, dtype="float32", op="bmm", batch=3,
+         expect={"tile": (128, 128), "cluster": 1}),
     Case("decode 1 token tile unsplit", "4 rows: one 8-token tile; 264 blocks of 16 columns fill "
          "the 2 slots of each SM, so K stays whole (auto takes decode_sm80)",
          "decode_sm80", 4, 4224, 1024, expect={"token_tiles": 1, "splits_k": False}),
@@ -216,7 +244,13 @@ def plan(case: Case, env: dict, sm_count: int = PLAN_SM_COUNT) -> dict:
     """What the plans say about the case on a GPU of sm_count SMs under env: sm90_plan's answer
     for wgmma_sm90; for the other kernels the kernel auto picks and decode's token tiles and
     whether decode_sm80 splits K (auto leaves such decode calls to wgmma_sm90 on sm_90)."""
-    a, b, _ = operands(case)
+    a, b, bias = operands(case)
+    if case.kernel == "wgmma_sm90_3xtf32":
+        # explain's plan of the TF32 product over the split operands (overrides from os.environ:
+        # the 3xTF32 cases are the default group's).
+        meta = [t.to("meta") if t is not None else None for t in (a, b, bias)]
+        return torch_gemm.explain(meta[0], meta[1], kernel=case.kernel, bias=meta[2], sm=90,
+                                  sm_count=sm_count, allow_tf32=False)["plan"]
     if case.kernel == "wgmma_sm90":
         base = 256  # a 16-byte-aligned allocation; the offset decides the alignment
         overrides = {arg: env[var] for var, arg in OVERRIDE_ARGS.items() if var in env}

@@ -14,8 +14,9 @@ sanitize_cases = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(sanitize_cases)
 
 CASES = [(group, case) for group in sanitize_cases.GROUPS for case in group.cases]
-# Every path of wgmma_sm90 and decode_sm80 that a shape or an option selects, and the other
-# kernels' named cases: a case list that stops reaching one of them fails here.
+# Every path of wgmma_sm90 (3xTF32's promoted tiles too) and decode_sm80 that a shape or an option
+# selects, and the other kernels' named cases: a case list that stops reaching one of them fails
+# here.
 REQUIRED_PATHS = {
     "wgmma 128x256 pairs", "wgmma 128x256 single", "wgmma 64x256", "wgmma 64x128 unsplit",
     "wgmma 64x128 split 2", "wgmma 64x128 split 4", "wgmma 64x128 split 8", "wgmma 128x128 pairs",
@@ -23,6 +24,9 @@ REQUIRED_PATHS = {
     "wgmma repack misaligned", "wgmma operands MN-major", "wgmma store registers", "wgmma store tma",
     "wgmma tf32", "wgmma tf32 transposed", "wgmma bias", "wgmma row sums fused",
     "wgmma row sums separate", "wgmma batched",
+    "3xtf32 promoted 128x128 pairs", "3xtf32 promoted 128x128 single", "3xtf32 promoted 64x128 pairs",
+    "3xtf32 promoted 64x128 single", "3xtf32 store registers", "3xtf32 operands MN-major", "3xtf32 bias",
+    "3xtf32 batched",
     "decode 1 token tile unsplit", "decode 1 token tile split", "decode 2 token tiles unsplit",
     "decode 2 token tiles split", "decode 4 token tiles", "decode 8 token tiles",
     "gemv", "multistage split-K",
@@ -52,7 +56,7 @@ def test_group_names_unique_and_default_first():
 def test_case_reaches_its_path(group, case):
     """The plan on 132 SMs, under the group's overrides, says what the case expects; the wgmma
     and decode cases must expect something (the multistage split is not exposed on the CPU)."""
-    if case.kernel in ("wgmma_sm90", "decode_sm80"):
+    if case.kernel in ("wgmma_sm90", "wgmma_sm90_3xtf32", "decode_sm80"):
         assert case.expect, f"{case.path}: no expected plan"
     answer = sanitize_cases.plan(case, group.env)
     assert not sanitize_cases.mismatches(case, answer), (case.path, answer.get("why", answer))
