@@ -1,7 +1,7 @@
 """torch_gemm past one device: the gemm ops' DTensor sharding strategies, swapped attention blocks
 and decoders made tensor-parallel (before or after the swap, with and without sequence
-parallelism), AdamW loss curves, FSDP2 + TP on a 2×2 mesh and torch.compile of a TP block, each
-against the unsharded nn.Linear model.
+parallelism), AdamW loss curves, FSDP2 + TP (1×2 and 2×1 meshes on 2 ranks, 2×2 on 4) and
+torch.compile of a TP block, each against the unsharded nn.Linear model.
 
 The ranks are processes this file starts as a script (``python tests/test_distributed.py
 --worker ...``), once per backend and world size; each runs every check of its world in order
@@ -86,10 +86,12 @@ class Context:
 
 
 CHECKS: dict[str, Callable[[Context], None]] = {}
-# The checks each world size runs, in order; a world of 4 is the 2×2 mesh of FSDP2 + TP.
+# The checks each world size runs, in order; a world of 4 is the 2×2 mesh of FSDP2 + TP, where
+# both dimensions shard (on 2 ranks one of them has a single rank).
 WORLD_CHECKS = {
     2: ["op_strategies", "errors_and_kernel_argument", "attention_block", "decoder",
-        "decoder_sequence_parallel", "adamw_loss_curve", "fsdp2_swap_order", "compile_block"],
+        "decoder_sequence_parallel", "adamw_loss_curve", "fsdp2_swap_order", "fsdp2_tp_1x2", "fsdp2_tp_2x1",
+        "compile_block"],
     4: ["op_strategies", "decoder_sequence_parallel", "fsdp2_tp_2x2"],
 }
 
@@ -485,12 +487,13 @@ def _fully_shard():
     return fully_shard
 
 
-def _data_parallel_curve(ctx: Context, model: torch.nn.Module, batches: list[torch.Tensor], dp_group, dp_rank: int) -> list[float]:
-    """The loss curve of ``model`` trained by data-parallel groups that each take a half of every
-    batch: each half's mean loss, averaged (the halves have as many tokens)."""
-    halves = torch.tensor(_train(model, [ids.chunk(2)[dp_rank] for ids in batches]), device=ctx.device)
-    dist.all_reduce(halves, group=dp_group)
-    return (halves / 2).tolist()
+def _data_parallel_curve(ctx: Context, model: torch.nn.Module, batches: list[torch.Tensor], dp_group, dp_rank: int,
+                         dp: int = 2) -> list[float]:
+    """The loss curve of ``model`` trained by ``dp`` data-parallel groups that each take a
+    1/dp share of every batch: each share's mean loss, averaged (the shares have as many tokens)."""
+    shares = torch.tensor(_train(model, [ids.chunk(dp)[dp_rank] for ids in batches]), device=ctx.device)
+    dist.all_reduce(shares, group=dp_group)
+    return (shares / dp).tolist()
 
 
 @check
@@ -526,23 +529,42 @@ def check_fsdp2_swap_order(ctx: Context) -> None:
     _assert_same_curve(curve, _train(theirs, batches), ctx.dtype, "FSDP2 on each projection")
 
 
-@check
-def check_fsdp2_tp_2x2(ctx: Context) -> None:
-    """FSDP2 over one dimension of a 2×2 mesh, the swapped decoder tensor- and sequence-parallel
-    over the other: each data-parallel pair of ranks takes half the batch, and a few AdamW steps
-    give the loss curve of the unsharded model on the whole batch."""
+def _fsdp2_tp(ctx: Context, dp: int, what: str) -> None:
+    """FSDP2 over the first dimension of a dp × (world / dp) mesh, the swapped decoder tensor- and
+    sequence-parallel over the second: each data-parallel group of ranks takes a 1/dp share of the
+    batch, and a few AdamW steps give the loss curve of the unsharded model on the whole batch."""
     from torch.distributed.device_mesh import init_device_mesh
 
     fully_shard = _fully_shard()
-    mesh = init_device_mesh(ctx.device.split(":")[0], (2, ctx.world // 2), mesh_dim_names=("dp", "tp"))
-    theirs, _ = _decoder_pair(ctx, "fsdp")
+    mesh = init_device_mesh(ctx.device.split(":")[0], (dp, ctx.world // dp), mesh_dim_names=("dp", "tp"))
+    theirs, _ = _decoder_pair(ctx, what)
     ours = _parallel_decoder(ctx, theirs, sequence_parallel=True, mesh=mesh["tp"])
     for layer in ours.layers:
         fully_shard(layer, mesh=mesh["dp"])
     fully_shard(ours, mesh=mesh["dp"])
-    batches = [_tokens(ctx, ("fsdp", step), batch=2 * BATCH) for step in range(ADAMW_STEPS)]
-    curve = _data_parallel_curve(ctx, ours, batches, mesh["dp"].get_group(), mesh["dp"].get_local_rank())
-    _assert_same_curve(curve, _train(theirs, batches), ctx.dtype, "FSDP2 + TP")
+    batches = [_tokens(ctx, (what, step), batch=2 * BATCH) for step in range(ADAMW_STEPS)]
+    curve = _data_parallel_curve(ctx, ours, batches, mesh["dp"].get_group(), mesh["dp"].get_local_rank(), dp)
+    _assert_same_curve(curve, _train(theirs, batches), ctx.dtype, f"FSDP2 + TP, {dp}x{ctx.world // dp} mesh")
+
+
+@check
+def check_fsdp2_tp_2x2(ctx: Context) -> None:
+    """FSDP2 + TP on a 2×2 mesh (4 ranks): both dimensions really shard."""
+    _fsdp2_tp(ctx, 2, "fsdp")
+
+
+@check
+def check_fsdp2_tp_1x2(ctx: Context) -> None:
+    """FSDP2 + TP on 2 ranks, tensor parallelism over both: the TP-sharded DTensors under FSDP2's
+    wrapping on a 1-rank data-parallel dimension (2-D DTensor parameters)."""
+    _fsdp2_tp(ctx, 1, "fsdp 1x2")
+
+
+@check
+def check_fsdp2_tp_2x1(ctx: Context) -> None:
+    """FSDP2 + TP on 2 ranks, FSDP2 over both: the parameters sharded and gathered along the
+    data-parallel dimension, the tensor-parallel plan on a 1-rank dimension."""
+    _fsdp2_tp(ctx, 2, "fsdp 2x1")
 
 
 # ---------------------------------------------------------------------------------------------
