@@ -90,9 +90,9 @@ CHECKS: dict[str, Callable[[Context], None]] = {}
 # both dimensions shard (on 2 ranks one of them has a single rank).
 WORLD_CHECKS = {
     2: ["op_strategies", "errors_and_kernel_argument", "attention_block", "decoder",
-        "decoder_sequence_parallel", "adamw_loss_curve", "fsdp2_swap_order", "fsdp2_tp_1x2", "fsdp2_tp_2x1",
+        "decoder_sequence_parallel", "adamw_loss_curve", "fsdp2_swap_order", "fsdp2_tp_1x2", "fsdp2_tp",
         "compile_block"],
-    4: ["op_strategies", "decoder_sequence_parallel", "fsdp2_tp_2x2"],
+    4: ["op_strategies", "decoder_sequence_parallel", "fsdp2_tp"],
 }
 
 
@@ -548,8 +548,10 @@ def _fsdp2_tp(ctx: Context, dp: int, what: str) -> None:
 
 
 @check
-def check_fsdp2_tp_2x2(ctx: Context) -> None:
-    """FSDP2 + TP on a 2×2 mesh (4 ranks): both dimensions really shard."""
+def check_fsdp2_tp(ctx: Context) -> None:
+    """FSDP2 over two data-parallel ranks, TP over the rest: on 2 ranks a 2×1 mesh (parameters
+    sharded and gathered along the data-parallel dimension, the tensor-parallel plan on a 1-rank
+    one), on 4 the 2×2 mesh where both dimensions shard."""
     _fsdp2_tp(ctx, 2, "fsdp")
 
 
@@ -558,13 +560,6 @@ def check_fsdp2_tp_1x2(ctx: Context) -> None:
     """FSDP2 + TP on 2 ranks, tensor parallelism over both: the TP-sharded DTensors under FSDP2's
     wrapping on a 1-rank data-parallel dimension (2-D DTensor parameters)."""
     _fsdp2_tp(ctx, 1, "fsdp 1x2")
-
-
-@check
-def check_fsdp2_tp_2x1(ctx: Context) -> None:
-    """FSDP2 + TP on 2 ranks, FSDP2 over both: the parameters sharded and gathered along the
-    data-parallel dimension, the tensor-parallel plan on a 1-rank dimension."""
-    _fsdp2_tp(ctx, 2, "fsdp 2x1")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -84,11 +84,11 @@ def test_explain_reads_the_split_operands_in_place(K):
 def test_plan_runs_the_promoted_tiles(M, N, tile):
     """3xTF32's inner product runs on the 128-column tf32 tiles whose k-tiles are added in fp32, in
     whatever layout the caller's operands came: the split copies are K-major."""
-    plan = torch_gemm._C.sm90_plan(M, N, 3 * 4096, sm_count=132, dtype="float32", tf32_promoted=True)
+    plan = torch_gemm._C.sm90_plan(M, N, 4096, sm_count=132, dtype="float32", three_tf32=True)
     assert tuple(plan["tile"]) == tile and plan["a"]["k_major"] and plan["b"]["k_major"]
-    assert not plan["transposed"] and plan["split_k"] == 1
-    with pytest.raises(ValueError, match="tf32_promoted takes float32 only"):
-        torch_gemm._C.sm90_plan(M, N, 4096, sm_count=132, dtype="bfloat16", tf32_promoted=True)
+    assert not plan["transposed"] and plan["split_k"] == 1 and plan["K"] == 3 * 4096
+    with pytest.raises(ValueError, match="three_tf32 takes float32 only"):
+        torch_gemm._C.sm90_plan(M, N, 4096, sm_count=132, dtype="bfloat16", three_tf32=True)
 
 
 # ---- The kernel on an H100/H200.

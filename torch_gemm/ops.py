@@ -212,16 +212,10 @@ def explain(
     if answer["kernel"] == "wgmma_sm90_3xtf32":
         if dtype != torch.float32 or sm != 90:
             raise ValueError(f"{fn}: kernel 'wgmma_sm90_3xtf32' takes Float on compute capability 9.0 only")
-        # The TF32 product over 3·K that it runs on its split operands: K-major rows of 3·K padded to
-        # 16 bytes (three_tf32.cu's ld), as TMA reads them in place.
-        ld = -(-max(3 * K, 1) // 4) * 4
-        a_strides, b_strides = [ld, 1], [1, ld]
-        if batch > 1:
-            a_strides, b_strides = [M * ld] + a_strides, [N * ld] + b_strides
-        answer["plan"] = _C.sm90_plan(M, N, 3 * K, sm_count=sm_count, batch=batch, dtype="float32",
-                                      a_strides=a_strides, b_strides=b_strides,
+        # The TF32 product over 3·K that it runs on its split operands.
+        answer["plan"] = _C.sm90_plan(M, N, K, sm_count=sm_count, batch=batch, dtype="float32",
                                       bias=bias is not None, max_active_clusters=max_active_clusters,
-                                      tf32_promoted=True, **env)
+                                      three_tf32=True, **env)
     if answer["kernel"] == "wgmma_sm90":
         if dtype not in (torch.bfloat16, torch.float16, torch.float32):
             raise ValueError(f"{fn}: kernel 'wgmma_sm90' does not support dtype {_c10_name(dtype)} "

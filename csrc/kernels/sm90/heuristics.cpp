@@ -314,6 +314,26 @@ WgmmaPlan plan_product(const GemmParams& p, const Shape& shape, const Overrides&
   return plan;
 }
 
+ThreeTf32Plan plan_3xtf32(const GemmParams& p, char* base) {
+  ThreeTf32Plan plan;
+  plan.ld = round_up(std::max<int64_t>(3 * p.K, 1), F::kTmaAlignBytes / int64_t{sizeof(float)});
+  const int64_t row_bytes = plan.ld * int64_t{sizeof(float)};
+  plan.a_bytes = round_up(p.batch * p.M * row_bytes, F::kWorkspaceAlignBytes);
+  plan.b_bytes = round_up(p.batch * p.N * row_bytes, F::kWorkspaceAlignBytes);
+  GemmParams& q = plan.inner;
+  q = p;
+  q.K = 3 * p.K;
+  q.a = base, q.a_stride_m = plan.ld, q.a_stride_k = 1;
+  q.a_stride_batch = p.batch > 1 ? p.M * plan.ld : 0;
+  q.b = base + plan.a_bytes, q.b_stride_n = plan.ld, q.b_stride_k = 1;
+  q.b_stride_batch = p.batch > 1 ? p.N * plan.ld : 0;
+  q.row_sum = nullptr;  // not a fused kernel: the op sums A's rows itself
+  q.tf32_promoted = true;
+  q.workspace = base + plan.a_bytes + plan.b_bytes;
+  q.workspace_bytes = std::max<int64_t>(p.workspace_bytes - plan.a_bytes - plan.b_bytes, 0);
+  return plan;
+}
+
 Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
   Plan plan;
   plan.transposed = runs_transposed(caller);

@@ -127,6 +127,16 @@ bool tma_store_ok(const GemmParams& p);
 // The workspace plan of a product as the launcher runs it in `shape`.
 WgmmaPlan plan_product(const GemmParams& p, const Shape& shape, const Overrides& o);
 
+// wgmma_sm90_3xtf32's layout: the split operands' place in the workspace (dense K-major rows of
+// three K-long segments, ld floats a row, padded to TMA's 16 bytes) and the TF32 product over
+// them (K tripled, GemmParams::tf32_promoted) that wgmma_sm90 runs, its own workspace after
+// them. `base`: the workspace (any kWorkspaceAlignBytes-aligned address when only sizing).
+struct ThreeTf32Plan {
+  int64_t ld = 0, a_bytes = 0, b_bytes = 0;
+  GemmParams inner;
+};
+ThreeTf32Plan plan_3xtf32(const GemmParams& caller, char* base);
+
 // Everything the launcher decides before it knows how many clusters fit at once.
 struct Plan {
   bool transposed = false;  // runs_transposed: problem is the caller's Cᵀ = Bᵀ·Aᵀ

@@ -19,11 +19,11 @@ namespace torch_gemm {
 namespace {
 
 using sm90::KernelFacts;
+using sm90::ThreeTf32Plan;
+using sm90::plan_3xtf32;
 
 constexpr int kSplitTile = 32;       // a block splits a 32×32 tile of an operand
 constexpr int kSplitRowsAtOnce = 8;  // threads along the tile's rows (each takes 4)
-// Rows the TMA reads in place: 16-byte aligned strides.
-constexpr int64_t kRowAlignElements = KernelFacts::kTmaAlignBytes / int64_t{sizeof(float)};
 
 // One operand as (batch, X, K), X being M for A and N for B, split into a dense K-major copy of
 // three K-long segments a row, X·ld floats a batch element. Segment order: A's (big where x is
@@ -89,41 +89,13 @@ LaunchStatus launch_split(const SplitOperand& s, int64_t batch, cudaStream_t str
   const dim3 block(kSplitTile, kSplitRowsAtOnce);
   for (int64_t first = 0; first < batch; first += kMaxGridZ) {
     const dim3 grid(static_cast<unsigned>(ceil_div(s.extent_x, kSplitTile)),
-                    static_cast<unsigned>(std::min<int64_t>(ceil_div(s.K, kSplitTile), kMaxGridY)),
+                    grid_y_for(ceil_div(s.K, kSplitTile)),
                     static_cast<unsigned>(std::min<int64_t>(batch - first, kMaxGridZ)));
     torch_gemm_split_3xtf32_kernel<<<grid, block, 0, stream>>>(s, first);
     const LaunchStatus status = check_launch("torch_gemm_split_3xtf32_kernel");
     if (!status.ok()) return status;
   }
   return {};
-}
-
-// The split operands' place in the workspace, and the TF32 product over them (K tripled) that
-// wgmma_sm90 runs, its own workspace after them. `base`: the workspace (any 256-byte aligned
-// address when only sizing).
-struct ThreeTf32Plan {
-  int64_t ld = 0, a_bytes = 0, b_bytes = 0;
-  GemmParams inner;
-};
-
-ThreeTf32Plan plan_3xtf32(const GemmParams& p, char* base) {
-  ThreeTf32Plan plan;
-  plan.ld = round_up(std::max<int64_t>(3 * p.K, 1), kRowAlignElements);
-  constexpr int64_t kAlign = KernelFacts::kWorkspaceAlignBytes;
-  plan.a_bytes = round_up(p.batch * p.M * plan.ld * int64_t{sizeof(float)}, kAlign);
-  plan.b_bytes = round_up(p.batch * p.N * plan.ld * int64_t{sizeof(float)}, kAlign);
-  GemmParams& q = plan.inner;
-  q = p;
-  q.K = 3 * p.K;
-  q.a = base, q.a_stride_m = plan.ld, q.a_stride_k = 1;
-  q.a_stride_batch = p.batch > 1 ? p.M * plan.ld : 0;
-  q.b = base + plan.a_bytes, q.b_stride_n = plan.ld, q.b_stride_k = 1;
-  q.b_stride_batch = p.batch > 1 ? p.N * plan.ld : 0;
-  q.row_sum = nullptr;  // not a fused kernel: the op sums A's rows itself
-  q.tf32_promoted = true;
-  q.workspace = base + plan.a_bytes + plan.b_bytes;
-  q.workspace_bytes = std::max<int64_t>(p.workspace_bytes - plan.a_bytes - plan.b_bytes, 0);
-  return plan;
 }
 
 }  // namespace
