@@ -4,15 +4,18 @@
 # its cases: every CUDA kernel on edge-tile shapes and all layouts, and named cases each aimed at
 # one path of a kernel and checked against the plan), restricted to our kernels (every one is in
 # namespace torch_gemm: kns=torch_gemm matches the repack and row-sum kernels too, which gemm_ did
-# not), and fails on any report or any case that no longer reaches its path. Logs go under $OUT
-# (or ./sanitize_out), one per tool and group. Needs a built extension and a GPU.
+# not), and fails on any report or any case that no longer reaches its path. The tools run side by
+# side, each through the groups in turn. Logs go under $OUT (or ./sanitize_out), one per tool and
+# group, and $OUT/report.txt gathers the commit, the GPU, each tool's result per group and every
+# path run: benchmarks/results/<gpu>-sanitize.txt is that file. Needs a built extension and a GPU.
 # TOOLS="memcheck racecheck" runs a subset, SANITIZE_GROUPS="default wgmma_stream_k" some groups
 # (sanitize_cases.py --list-groups names them); SANITIZE_KERNELS=wgmma_sm90,mma_sm80 (read by
 # sanitize_cases.py) runs only those kernels. --check-bulk-copy and --check-warpgroup-mma make the
 # tools check TMA copies and wgmma operands too (compute-sanitizer 2025.3 leaves them out by
-# default). Known: initcheck reports every output of wgmma_sm90 as never written, register-path
-# stores included, while the results are right and memcheck is clean (benchmarks/NOTES.md);
-# scripts/initcheck_probe.sh runs minimal kernels that isolate the cause, one feature each.
+# default). initcheck does not count TMA stores as writes: scripts/initcheck_probe.sh flags only
+# its TMA-store variants, so under initcheck alone wgmma_sm90's C leaves from registers
+# (sanitize_cases.py's TOOL_ENV: TORCH_GEMM_WGMMA_STORE=registers), every other part of the kernel
+# checked.
 # Known: racecheck reports a race on every handoff through shared memory that an mbarrier (or a
 # named barrier's bar.arrive) orders, though the PTX memory model orders it (reproduced by
 # scripts/racecheck_probe.cu); wgmma_sm90's bias row is such a handoff, so under racecheck
@@ -23,10 +26,13 @@ OUT=${OUT:-$PWD/sanitize_out}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 groups=${SANITIZE_GROUPS:-$($PY scripts/sanitize_cases.py --list-groups)} || { echo "sanitize: cannot list the groups"; exit 2; }
-status=0
-for tool in ${TOOLS:-memcheck racecheck initcheck synccheck}; do
+tools=${TOOLS:-memcheck racecheck initcheck synccheck}
+
+run_tool() {
+  local tool=$1 group log rc summary unreached start
   for group in $groups; do
     log="$OUT/sanitize-$tool-$group.log"
+    start=$(date +%s)
     # The tool wraps the very process that launches the kernels: no child processes to follow.
     SANITIZE_TOOL="$tool" compute-sanitizer --tool "$tool" --kernel-name kns=torch_gemm --error-exitcode 9 \
       --check-bulk-copy yes --check-warpgroup-mma yes \
@@ -34,9 +40,49 @@ for tool in ${TOOLS:-memcheck racecheck initcheck synccheck}; do
     rc=$?
     summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
     unreached=$(grep -c "^NOT REACHED" "$log")
-    echo "sanitize $tool $group: exit $rc; ${summary:-no summary line}; $unreached case(s) off their path"
-    [ "$rc" -eq 0 ] || { status=1; tail -20 "$log"; }
-  done
+    echo "sanitize $tool $group: exit $rc; ${summary:-no summary line}; $unreached case(s) off their path ($(( $(date +%s) - start )) s)"
+  done >"$OUT/summary-$tool.txt"
+}
+
+for tool in $tools; do run_tool "$tool" & done
+wait
+
+status=0
+for tool in $tools; do
+  cat "$OUT/summary-$tool.txt"
+  while read -r line; do
+    case "$line" in
+      *": exit 0; "*"; 0 case(s) off their path"*) ;;
+      *) status=1; group=$(echo "$line" | cut -d' ' -f3 | tr -d :); tail -20 "$OUT/sanitize-$tool-$group.log" ;;
+    esac
+  done <"$OUT/summary-$tool.txt"
 done
-[ "$status" -eq 0 ] && echo "sanitize: CLEAN" || echo "sanitize: REPORTS FOUND"
+verdict="sanitize: CLEAN"
+[ "$status" -eq 0 ] || verdict="sanitize: REPORTS FOUND"
+
+{
+  echo "compute-sanitizer report, written by scripts/sanitize.sh (scripts/sanitize_cases.py under each tool,"
+  echo "--kernel-name kns=torch_gemm --check-bulk-copy yes --check-warpgroup-mma yes)"
+  # SANITIZE_COMMIT names the commit whose tree ran where the checkout's git cannot (a copy of a
+  # working tree on another machine).
+  dirty=""
+  git diff --quiet HEAD -- csrc torch_gemm scripts setup.py 2>/dev/null || dirty=" + uncommitted changes"
+  echo "commit ${SANITIZE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$dirty}, $(date -u +%F)"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1
+  compute-sanitizer --version 2>/dev/null | tail -1
+  $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
+  echo
+  for tool in $tools; do cat "$OUT/summary-$tool.txt"; done
+  echo "$verdict"
+  for group in $groups; do
+    echo
+    echo "== group $group: what ran (from the first tool's log; every tool runs the same cases)"
+    grep -E "^sanitize_cases: (sweep|\[)" "$OUT/sanitize-${tools%% *}-$group.log"
+    for tool in $tools; do
+      grep -E "left out of|from registers under|planned otherwise|^NOT REACHED|^WRONG" \
+        "$OUT/sanitize-$tool-$group.log" | sed "s/^/  $tool: /"
+    done
+  done
+} >"$OUT/report.txt"
+echo "$verdict (report: $OUT/report.txt)"
 exit $status

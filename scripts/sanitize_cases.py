@@ -48,7 +48,15 @@ OVERRIDE_ARGS = {
     "TORCH_GEMM_WGMMA_CLUSTER": "cluster",
     "TORCH_GEMM_WGMMA_STREAM_K": "stream_k",
     "TORCH_GEMM_WGMMA_MAX_CLUSTERS": "max_clusters",
+    "TORCH_GEMM_WGMMA_STORE": "store",
 }
+# What a tool changes in every group's environment. initcheck does not count a TMA store
+# (cp.async.bulk.tensor from shared memory) as a write, so it calls every element C received that
+# way never written, though the values are right and memcheck is clean
+# (scripts/initcheck_probe.cu: its TMA-store variant is flagged, the same box stored by st.global
+# after wgmma's fences is not). Under initcheck alone C therefore leaves wgmma_sm90 from
+# registers; everything else in the kernel stays checked, and the other tools run the TMA store.
+TOOL_ENV = {"initcheck": {"TORCH_GEMM_WGMMA_STORE": "registers"}}
 
 
 @dataclass(frozen=True)
@@ -271,10 +279,10 @@ def plan(case: Case, env: dict, sm_count: int = PLAN_SM_COUNT) -> dict:
     return answer
 
 
-def mismatches(case: Case, answer: dict) -> list:
+def mismatches(case: Case, answer: dict, env: Optional[dict] = None) -> list:
     """The expected fields the plan's answer disagrees on, as 'key: expected X, planned Y'."""
     wrong = []
-    for key, want in case.expect.items():
+    for key, want in expected(case, env or {}).items():
         got = answer.get(key)
         if isinstance(want, dict) and isinstance(got, dict):
             got = {k: got.get(k) for k in want}
@@ -297,6 +305,18 @@ def check(name: str, what: str, out: torch.Tensor, ref: torch.Tensor, tol: float
         return 0
     print(f"WRONG {name} {what}: {err:.2e}")
     return 1
+
+
+def tool_env(group_env: dict) -> dict:
+    """The group's environment with the overrides of the tool named in SANITIZE_TOOL."""
+    return {**group_env, **TOOL_ENV.get(os.environ.get("SANITIZE_TOOL", ""), {})}
+
+
+def expected(case: Case, env: dict) -> dict:
+    """The case's expected plan under env: C's store from registers where env forces it."""
+    if env.get("TORCH_GEMM_WGMMA_STORE") == "registers" and "store" in case.expect:
+        return {**case.expect, "store": "registers"}
+    return case.expect
 
 
 def racecheck_skips_bias(name: str) -> bool:
@@ -354,6 +374,9 @@ def run_sweep(rows: list) -> int:
             bad += run_sweep_cases(name, dtype, shapes, tolerance(dtype, tf32))
             if row["row_sum"]:
                 bad += run_row_sum_sweep(name, dtype, shapes, tolerance(dtype, tf32))
+            print(f"sanitize_cases: sweep {name} {str(dtype).removeprefix('torch.')}"
+                  f"{' (tf32)' if tf32 else ''}: {len(shapes)} shapes x 4 layouts, linear + bias"
+                  f"{', row sums' if row['row_sum'] else ''}")
     return bad
 
 
@@ -365,7 +388,10 @@ def run_named_case(case: Case, env: dict, tf32: bool) -> int:
               "handoff, scripts/racecheck_probe.cu)")
         return 0
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
-    wrong = mismatches(case, plan(case, env, sm_count))
+    wrong = mismatches(case, plan(case, env, sm_count), env)
+    if expected(case, env) is not case.expect:
+        print(f"sanitize_cases: [{case.path}] C stored from registers under "
+              f"{os.environ.get('SANITIZE_TOOL')} (TOOL_ENV): its TMA store runs under the other tools")
     if wrong and sm_count == PLAN_SM_COUNT:
         print(f"NOT REACHED [{case.path}] {(case.M, case.N, case.K)}: {'; '.join(wrong)}")
         return 1
@@ -394,13 +420,14 @@ def run_named_case(case: Case, env: dict, tf32: bool) -> int:
 
 
 def run_group(group: Group, only: list) -> int:
+    env = tool_env(group.env)
     for var in OVERRIDE_ARGS:
-        if os.environ.get(var) not in (None, group.env.get(var)):
+        if os.environ.get(var) not in (None, env.get(var)):
             print(f"sanitize_cases: {var}={os.environ[var]} is set; group {group.name} runs with "
-                  f"{group.env.get(var, 'it unset')} (unset it)")
+                  f"{env.get(var, 'it unset')} (unset it)")
             return 2
     # Before the first launch: the launcher reads the overrides once per process.
-    os.environ.update(group.env)
+    os.environ.update(env)
     table = {row["name"]: row for row in torch_gemm.kernel_table() if row["device"] == "cuda"}
     unknown = sorted(set(only) - set(table))
     if unknown:
@@ -427,7 +454,7 @@ def run_group(group: Group, only: list) -> int:
                 continue
             tf32 = bool(names[case.kernel].get("tf32")) and case.dtype == "float32"
             torch.backends.cuda.matmul.allow_tf32 = tf32
-            bad += run_named_case(case, group.env, tf32)
+            bad += run_named_case(case, env, tf32)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = allowed
     torch.cuda.synchronize()

@@ -223,6 +223,19 @@ def test_stream_k_off():
     assert not plan(8192, 12288, 4096, stream_k="0")["stream_k"]
 
 
+def test_store_forced_to_registers():
+    # TORCH_GEMM_WGMMA_STORE=registers (scripts/sanitize.sh sets it under initcheck): C leaves from
+    # registers where TMA would store it, the transposed tf32 product's C included; other values
+    # leave the plan's choice.
+    assert plan(4096, 4096, 4096)["store"] == "tma"
+    p = plan(4096, 4096, 4096, store="registers")
+    assert p["store"] == "registers" and "TORCH_GEMM_WGMMA_STORE" in p["why"]["store"]
+    assert plan(1800, 3840, 320, dtype="float32", b_k_major=False)["store"] == "tma_transposed"
+    p = plan(1800, 3840, 320, dtype="float32", b_k_major=False, store="registers")
+    assert p["transposed"] and p["store"] == "registers"
+    assert plan(4096, 4096, 4096, store="tma")["store"] == "tma"
+
+
 def test_max_clusters_caps_the_grid_and_forces_stream_k():
     # As tests/test_mm.py's stream-K test runs it: 3 clusters resident, small products on 128×256 tiles.
     p = plan(1900, 2600, 300, max_clusters="3", shape="2x1")

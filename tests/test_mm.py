@@ -321,6 +321,14 @@ def test_wgmma_forced_wide_split():
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": "2x2"})
 
 
+# C from registers where TMA would store it (TORCH_GEMM_WGMMA_STORE=registers, as sanitize.sh runs
+# initcheck): 64×256, paired 128×256 and 128×128 tiles, edge tiles in M and N.
+@requires_cuda
+def test_wgmma_store_forced_to_registers():
+    check_wgmma_under_env("store_registers", [(200, 264, 72), (1800, 3840, 320), (1250, 4400, 320)],
+                          LAYOUTS, {"TORCH_GEMM_WGMMA_STORE": "registers"})
+
+
 # Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that small products take several
 # whole turns a cluster and then pieces, in both of its modes (the last partial round; that and
 # one round more), paired and unpaired, on the 128×256 tiles that stream-K takes.

@@ -62,6 +62,22 @@ def test_case_reaches_its_path(group, case):
     assert not sanitize_cases.mismatches(case, answer), (case.path, answer.get("why", answer))
 
 
+@pytest.mark.parametrize("tool", sorted(sanitize_cases.TOOL_ENV))
+def test_cases_reach_their_paths_under_each_tools_overrides(tool, monkeypatch):
+    """Under a tool's overrides (initcheck: C from registers) every case still reaches its path but
+    for C's store, which the plan then takes from registers."""
+    for group, case in CASES:
+        env = {**group.env, **sanitize_cases.TOOL_ENV[tool]}
+        for var in sanitize_cases.OVERRIDE_ARGS:
+            monkeypatch.delenv(var, raising=False)
+        for var, value in env.items():
+            monkeypatch.setenv(var, value)
+        answer = sanitize_cases.plan(case, env)
+        assert not sanitize_cases.mismatches(case, answer, env), (tool, case.path, answer.get("why", answer))
+        if "store" in case.expect:
+            assert answer["store"] == "registers", (tool, case.path)
+
+
 def test_forced_paths_need_their_group():
     """The forced paths are out of the plan's reach without their overrides: were the default
     plan to take them, their groups (a process each) would be wasted, or mislabelled."""

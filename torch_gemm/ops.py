@@ -85,7 +85,8 @@ def available_kernels(
 # The environment variables wgmma_sm90's launcher reads once per process (TORCH_GEMM_WGMMA_*), as
 # sm90_plan's keyword arguments.
 _SM90_OVERRIDES = {"shape": "TORCH_GEMM_WGMMA_SHAPE", "cluster": "TORCH_GEMM_WGMMA_CLUSTER",
-                   "stream_k": "TORCH_GEMM_WGMMA_STREAM_K", "max_clusters": "TORCH_GEMM_WGMMA_MAX_CLUSTERS"}
+                   "stream_k": "TORCH_GEMM_WGMMA_STREAM_K", "max_clusters": "TORCH_GEMM_WGMMA_MAX_CLUSTERS",
+                   "store": "TORCH_GEMM_WGMMA_STORE"}
 _CUDA_KERNEL_NAMES = ("naive", "smem16", "smem32", "regtile", "warptile", "multistage", "gemv", "decode_sm80",
                       "mma_sm80", "wgmma_sm90", "wgmma_sm90_3xtf32")
 

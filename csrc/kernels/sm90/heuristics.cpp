@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace torch_gemm {
@@ -143,7 +144,7 @@ int stream_k_turns(int64_t turns, int64_t slots, int64_t k_tiles, const Override
 }  // namespace
 
 Overrides parse_overrides(const char* shape, const char* cluster, const char* stream_k,
-                          const char* max_clusters) {
+                          const char* max_clusters, const char* store) {
   Overrides o;
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
   const int fields =
@@ -161,6 +162,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
   o.stream_k = stream_k == nullptr || stream_k[0] < '0' || stream_k[0] > '2' ? 1 : stream_k[0] - '0';
   const int n = max_clusters == nullptr ? 0 : std::atoi(max_clusters);
   o.max_clusters = n > 0 ? n : INT_MAX;
+  o.tma_store = store == nullptr || std::strcmp(store, "registers") != 0;
   return o;
 }
 
@@ -343,8 +345,8 @@ Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
   plan.product = plan_product(p, plan.shape, o);
   // C goes through TMA as the product's C where TMA can address that, else (transposed, fp32
   // only) as the caller's C, its boxes filled transposed.
-  const bool product_store = tma_store_ok(p);
-  plan.store_transposed = plan.transposed && !product_store && tma_store_ok(caller);
+  const bool product_store = o.tma_store && tma_store_ok(p);
+  plan.store_transposed = plan.transposed && !product_store && o.tma_store && tma_store_ok(caller);
   plan.tma_store = product_store || plan.store_transposed;
   plan.tiles_m = ceil_div(p.M, plan.shape.block_m());
   plan.tiles_n = ceil_div(p.N, plan.shape.block_n);
@@ -483,6 +485,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   } else if (plan.tma_store) {
     r.store = "TMA stores from swizzled shared-memory boxes: C has unit column stride and "
               "16-byte aligned rows";
+  } else if (!o.tma_store) {
+    r.store = "from registers, edges masked: forced by TORCH_GEMM_WGMMA_STORE=registers";
   } else {
     r.store = "from registers, edges masked: TMA cannot address C (no unit column stride, or rows "
               "not 16-byte aligned)";

@@ -38,11 +38,14 @@ struct Overrides {
   bool clusters = true;    // TORCH_GEMM_WGMMA_CLUSTER=1: no pairs sharing B
   int stream_k = 1;        // TORCH_GEMM_WGMMA_STREAM_K=0|1|2: off; the last partial round; and one more
   int max_clusters = INT_MAX;  // TORCH_GEMM_WGMMA_MAX_CLUSTERS=n: at most n clusters resident
+  // TORCH_GEMM_WGMMA_STORE=registers: C leaves from registers even where TMA could store it
+  // (scripts/sanitize.sh sets it under initcheck, which does not see TMA stores as writes).
+  bool tma_store = true;
 };
 
 // The overrides from the variables' values (null: unset). A value out of range is ignored.
 Overrides parse_overrides(const char* shape, const char* cluster, const char* stream_k,
-                          const char* max_clusters);
+                          const char* max_clusters, const char* store);
 
 // Which rule set the tile and the clusters (for explain's reasons).
 enum class TileRule { kWide, kNarrow, kSmall, kSmallSplit, kMedium, kForced, kPromoted };

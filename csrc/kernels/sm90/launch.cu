@@ -38,7 +38,8 @@ constexpr int64_t kFinishMaxBlocks = 4096;
 const sm90::Overrides& overrides() {
   static const sm90::Overrides read = sm90::parse_overrides(
       std::getenv("TORCH_GEMM_WGMMA_SHAPE"), std::getenv("TORCH_GEMM_WGMMA_CLUSTER"),
-      std::getenv("TORCH_GEMM_WGMMA_STREAM_K"), std::getenv("TORCH_GEMM_WGMMA_MAX_CLUSTERS"));
+      std::getenv("TORCH_GEMM_WGMMA_STREAM_K"), std::getenv("TORCH_GEMM_WGMMA_MAX_CLUSTERS"),
+      std::getenv("TORCH_GEMM_WGMMA_STORE"));
   return read;
 }
 
