@@ -139,6 +139,9 @@ struct WgmmaParams {
   int sk_turns = 0;
   float* sk_partials = nullptr;
   int* sk_flags = nullptr;
+  // 3xTF32 (Config::kPromoted): the leading k-tiles that hold cross terms only (three_tf32.cu's
+  // first two K-long segments), which Consumer::run_promoted sums without promoting each k-tile.
+  int cross_k_tiles = 0;
 };
 
 }  // namespace torch_gemm

@@ -195,7 +195,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
     float d[Config::kAccumulators];
     uint32_t bias_phase = 0;
     Consumer<T, Config, kKMajorA, kKMajorB, kClusterM> mainloop(sA, sB, full, empty, consumer,
-                                                                leader);
+                                                                leader, p.cross_k_tiles);
     // The unit's tile origin, and the next unit's: computed while the first k-tile's wgmmas run,
     // so that its integer divisions stall no warp between tiles. Past the last unit the origin is
     // unused.

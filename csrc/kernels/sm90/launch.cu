@@ -432,6 +432,8 @@ struct WgmmaLauncher {
       if (!status.ok()) return status;
     }
     if (ops.row_sum.fused) wp.row_sum = sums;
+    // The inner product of 3xTF32 runs over 3·K: two K-long segments of cross terms, then big·big.
+    if (p.tf32_promoted) wp.cross_k_tiles = static_cast<int>(2 * (p.K / 3) / Config::kBlockK);
     if (ops.stream_k_bytes > 0) {
       char* workspace = static_cast<char*>(p.workspace);
       wp.sk_partials = reinterpret_cast<float*>(workspace + ops.stream_k_offset);

@@ -158,8 +158,10 @@ class Consumer {
   static constexpr bool kPermuted = kRowsPermuted<Config, kKMajorA>;
 
   __device__ __forceinline__ Consumer(unsigned char* sA, unsigned char* sB, uint64_t* full,
-                                      uint64_t* empty, int consumer, bool leader)
+                                      uint64_t* empty, int consumer, bool leader,
+                                      int cross_k_tiles = 0)
       : sA_(sA), sB_(sB), full_(full), empty_(empty), leader_(leader),
+        cross_k_tiles_(cross_k_tiles),
         consumer_offset_a_(kKMajorA
                                ? consumer * Config::kMmaM * Config::kSwizzleBytes
                                : consumer * (Config::kMmaM / Config::kMNBox) * Config::kMNBoxBytes) {
@@ -248,7 +250,12 @@ class Consumer {
   // K = 4096, 3.1× at 65536). Each k-tile's wgmmas are waited for before the add (as DeepGEMM
   // promotes FP8): reading a set while a later k-tile's wgmmas run, under wait_group 1, made ptxas
   // serialize every wgmma (its warning C7514). On 128-row tiles the other consumer warpgroup's
-  // wgmmas run meanwhile; on 64-row ones nothing does.
+  // wgmmas run meanwhile; on 64-row ones nothing does. Both consumers wait for the same stages,
+  // though, so their waits and adds tend to coincide and leave the tensor cores idle; the k-tiles
+  // of cross terms alone (WgmmaParams::cross_k_tiles), 2/3 of K, therefore run first and
+  // pipelined like run_accumulating's, summed straight into `group` (from zero, not into d, which
+  // may hold a bias), then added to d once: their truncation is against the cross terms' own sum,
+  // about 2^-11 of the result's.
   static constexpr int kPromoteGroup = 8;
 
   template <typename PrepareNext, typename EachKTile>
@@ -258,8 +265,39 @@ class Consumer {
     float sums[Config::kAccumulators], group[Config::kAccumulators];
 #pragma unroll
     for (int i = 0; i < Config::kAccumulators; ++i) sums[i] = 0.0f, group[i] = 0.0f;
+    int kt = unit.k_begin;
+    const int cross_end = min(unit.k_end, cross_k_tiles_);
+    if (kt < cross_end) {
+      int previous = -1;
+      for (; kt < cross_end; ++kt) {
+        mbarrier_wait(&full_[stage_], phase_);
+        fence_accumulators(group);
+        wgmma_fence();
+        const uint32_t stage_a = desc_a0_ + stage_ * (Config::kStageBytesA >> 4);
+        const uint32_t stage_b = desc_b0_ + stage_ * (Config::kStageBytesB >> 4);
+#pragma unroll
+        for (int kk = 0; kk < kBlockK / Config::kMmaK; ++kk) {
+          wgmma_ss<T, 0, 0>(group, kDescHigh | (stage_a + kk * (kStepA >> 4)),
+                            kDescHigh | (stage_b + kk * (kStepB >> 4)), 1);
+        }
+        wgmma_commit();
+        if (kt == unit.k_begin) prepare_next();
+        each_k_tile(kt - unit.k_begin);
+        wgmma_wait<1>();
+        fence_accumulators(group);
+        if (previous >= 0) release(previous);
+        previous = stage_;
+        if (++stage_ == kStages) stage_ = 0, phase_ ^= 1;
+      }
+      wgmma_wait<0>();
+      fence_accumulators(group);
+      release(previous);
+      add_promoted(d, group);
+#pragma unroll
+      for (int i = 0; i < Config::kAccumulators; ++i) group[i] = 0.0f;
+    }
     int grouped = 0;
-    for (int kt = unit.k_begin; kt < unit.k_end; ++kt) {
+    for (; kt < unit.k_end; ++kt) {
       mbarrier_wait(&full_[stage_], phase_);
       fence_accumulators(sums);
       wgmma_fence();
@@ -383,6 +421,7 @@ class Consumer {
   uint64_t* full_;
   uint64_t* empty_;
   bool leader_;
+  int cross_k_tiles_;  // WgmmaParams::cross_k_tiles
   // This consumer's 64 rows of A: 64 rows of 128 bytes (K-major), or 64 / kMNBox boxes (MN-major).
   uint32_t consumer_offset_a_;
   uint32_t desc_a0_ = 0, desc_b0_ = 0;
