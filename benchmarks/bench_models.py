@@ -35,6 +35,9 @@ MLP_WIDTHS = (5632, 6912, 8192, 11008, 13824, 14336, 28672)
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 QUICK = dict(widths=(2048, 4096), kv=(512, 1024), mlp=(5632, 14336), tokens=(1, 8, 64, 256, 1024, 4096))
 PASSES = ("fwd", "dx", "dw", "fwd+bwd")
+# The float32 modes (harness.dtypes.float32_mode): float32 with TF32 off on both sides, TF32 on
+# both, and ours in 3xTF32 against torch.mm's IEEE float32.
+FLOAT32_DTYPES = ("float32", "tf32", "float32-3xtf32")
 BANDS = (("1-64", 1, 64), ("128-512", 128, 512), (">=1024", 1024, 1 << 62))
 ROW_KEY = ("width", "n", "k", "tokens", "dtype", "pass")
 ROW_FIELDS = ROW_KEY + ("projection", "ms", "torch_ms", "ratio")
@@ -120,7 +123,10 @@ def measure(todo: Sequence[tuple[Projection, int, str]], passes: Sequence[str], 
     for proj, tokens, dtype_name in todo:
         fns = pass_fns(proj, tokens, dtypes.TORCH_DTYPES[dtype_name], dev)
         for name in passes:
-            times = timing.time_interleaved(list(fns[name]), dev, budget)
+            # TF32 on for "tf32" (both sides), 3xTF32 for ours under "float32-3xtf32" (torch.mm
+            # in IEEE float32), IEEE float32 for "float32".
+            with dtypes.float32_mode(dtype_name):
+                times = timing.time_interleaved(list(fns[name]), dev, budget)
             ms, torch_ms = times[:2]
             row = dict(width=proj.width, n=proj.n, k=proj.k, tokens=tokens, dtype=dtype_name, **{"pass": name},
                        projection=proj.name, ms=ms, torch_ms=torch_ms, ratio=torch_ms / ms)
@@ -219,8 +225,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a sample of the grid (bf16; the record needs the whole grid)")
-    parser.add_argument("--dtypes", nargs="+", default=None, choices=["bfloat16", "float16"],
-                        help="default: bfloat16 and float16 (bfloat16 with --quick)")
+    parser.add_argument("--dtypes", nargs="+", default=None, choices=list(FLOAT32_DTYPES) + ["bfloat16", "float16"],
+                        help="default: bfloat16 and float16 (bfloat16 with --quick); float32 (TF32 off), tf32 and "
+                             "float32-3xtf32 (ours in 3xTF32, torch.mm in float32) on request")
     parser.add_argument("--tokens", nargs="+", type=int, default=None, help="token counts (default: the grid's)")
     parser.add_argument("--widths", nargs="+", type=int, default=None, help="model widths (default: the grid's)")
     parser.add_argument("--passes", nargs="+", default=list(PASSES), choices=PASSES)
@@ -247,8 +254,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(line)
     print(f"{len(todo)} cases x {len(args.passes)} passes (shard {args.shard}); {cli.output_note(out)}")
 
-    with dtypes.tf32_mode(False):
-        rows = measure(todo, args.passes, dev, budget, cli.Progress(len(todo)))
+    rows = measure(todo, args.passes, dev, budget, cli.Progress(len(todo)))
     print(summary(rows))
     commit, dirty = records.git_state()
     metadata = records.run_metadata(hdevice.device_fields(dev), commit, dirty, timer=timing.pair_timer_name(dev),

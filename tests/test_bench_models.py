@@ -52,3 +52,13 @@ def test_decode_rows_report_the_copy_bandwidth_fraction():
     assert f"geomean {(1.2 * 1.1) ** 0.5:.3f}" in line
     plain = bench_models.summary([dict(rows[0], copy_fraction=None)])
     assert not any(line.startswith("decode ") for line in plain.splitlines())
+
+
+def test_float32_modes_are_dtypes_of_the_sweep(capsys):
+    # float32, tf32 and float32-3xtf32 are accepted names, run under harness.dtypes.float32_mode;
+    # without CUDA the script says so and exits cleanly.
+    assert set(bench_models.FLOAT32_DTYPES) == {"float32", "tf32", "float32-3xtf32"}
+    import torch
+    if not torch.cuda.is_available():
+        assert bench_models.main(["--quick", "--dtypes", "float32-3xtf32", "tf32", "float32"]) == 0
+        assert "needs a CUDA GPU" in capsys.readouterr().out
