@@ -47,6 +47,9 @@ def test_bad_mode_names_the_call_and_the_modes(mode):
     (4096, 4096, 4096, "float32", 90, False, False, "multistage"),   # the default: IEEE float32
     (4096, 4096, 4096, "float32", 90, True, True, "wgmma_sm90"),     # TF32 allowed: torch's own choice
     (4096, 100, 4096, "float32", 90, False, True, "multistage"),     # under one 128-row tile
+    (256, 4096, 4096, "float32", 90, False, True, KERNEL),           # 64 tiles of 128x128: > 132 / 4
+    (256, 2048, 2048, "float32", 90, False, True, "multistage"),     # 32 tiles: too few for the split
+    (1024, 512, 4096, "float32", 90, False, True, "multistage"),
     (4096, 4096, 4096, "float32", 80, False, True, "multistage"),    # no wgmma
     (2, 4096, 4096, "float32", 90, False, True, "gemv"),             # decode: gemv is float32 exact
     (4096, 4096, 4096, "bfloat16", 90, False, True, "wgmma_sm90"),
@@ -56,14 +59,25 @@ def test_auto_rule(M, N, K, dtype, sm, allow_tf32, three_tf32, expected):
     assert choice["kernel"] == expected, choice["reason"]
 
 
+def test_auto_counts_the_batch_in_3xtf32s_tiles():
+    # 256 x 2048 is 32 tiles of 128x128, too few alone; three of them in one bmm are 96.
+    one = torch_gemm._C.auto_kernel(256, 2048, 2048, dtype="float32", sm=90, allow_tf32=False, three_tf32=True)
+    three = torch_gemm._C.auto_kernel(256, 2048, 2048, dtype="float32", sm=90, allow_tf32=False, three_tf32=True,
+                                      batch=3)
+    assert (one["kernel"], three["kernel"]) == ("multistage", KERNEL)
+    with torch_gemm.fp32_precision("3xtf32"):
+        a, b = torch.empty(3, 256, 2048, device="meta"), torch.empty(3, 2048, 2048, device="meta")
+        assert torch_gemm.explain(a, b, sm=90, sm_count=132, allow_tf32=False)["kernel"] == KERNEL
+
+
 def test_explain_follows_the_setting():
     a = torch.empty(1024, 2048, device="meta")
-    b = torch.empty(2048, 512, device="meta")
+    b = torch.empty(2048, 1024, device="meta")
     assert torch_gemm.explain(a, b, sm=90, sm_count=132, allow_tf32=False)["kernel"] == "multistage"
     with torch_gemm.fp32_precision("3xtf32"):
         answer = torch_gemm.explain(a, b, sm=90, sm_count=132, allow_tf32=False)
     assert answer["kernel"] == KERNEL and "3xtf32" in answer["reason"]
-    # 1024 x 512 is 32 tiles of 128x128, fewer than half of 132 SMs: the one-consumer 64x128 tiles.
+    # 1024 x 1024 is 64 tiles of 128x128, fewer than half of 132 SMs: the one-consumer 64x128 tiles.
     plan = answer["plan"]
     assert plan["K"] == 3 * 2048 and tuple(plan["tile"]) == (64, 128) and not plan["transposed"]
     assert "promoted" in plan["why"]["tile"] and plan["split_k"] == 1

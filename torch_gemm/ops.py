@@ -201,7 +201,7 @@ def explain(
     if kernel == "auto":
         choice = _C.auto_kernel(M, N, K, dtype=_torch_dtype_name(dtype), sm=sm, sm_count=sm_count,
                                 b_stride_k=b_sk, allow_tf32=bool(allow_tf32), sm90a=with_sm90a,
-                                three_tf32=_C.get_fp32_precision() == "3xtf32")
+                                three_tf32=_C.get_fp32_precision() == "3xtf32", batch=batch)
         answer.update(kernel=choice["kernel"], reason=choice["reason"])
     else:
         name = _ALIASES.get(kernel, kernel)

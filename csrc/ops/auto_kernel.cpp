@@ -16,6 +16,11 @@ constexpr int kMmaMinSm = 80;         // mma.sync for bf16/fp16
 constexpr int kWgmmaSm = 90;          // wgmma, TMA: sm_90a code runs on 9.0 only
 constexpr int64_t kDecodeRows = 32;   // min(M, N) at or below which smem16 wins before sm_80
 constexpr int64_t kMinWarptileTiles = 48;
+// 3xTF32 needs more of its 128x128 tiles than a quarter of the SMs: with 32 of them on 132 SMs
+// (256 rows against 2048 columns, or 1024 against 512) it ran at 0.36-0.80 of torch.mm's float32
+// where multistage's ran at 0.66-0.92; with 64 and more it was the faster of the two everywhere
+// measured (H100, benchmarks/NOTES.md, session 25).
+constexpr int64_t kThreeTf32MinTilesPerSms = 4;  // tiles * 4 > SMs
 
 }  // namespace
 
@@ -30,7 +35,9 @@ constexpr int64_t kMinWarptileTiles = 48;
 // mma_sm80 at every measured shape), mma.sync on other GPUs from sm_80. fp32 where torch allows
 // TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile (there is no mma.sync
 // tf32 rung to fall back to, and the CUDA cores are several times slower); with TF32 off but
-// 3xTF32 opted into, the same shapes on wgmma_sm90_3xtf32 (float32's accuracy); otherwise the CUDA
+// 3xTF32 opted into, the same shapes on wgmma_sm90_3xtf32 (float32's accuracy) where its 128x128
+// tiles outnumber a quarter of the SMs (fewer, and its split pass and idle SMs cost more than the
+// CUDA cores' product: kThreeTf32MinTilesPerSms); otherwise the CUDA
 // cores: multistage from sm_80 (its launcher picks tile and split-K by shape, and it beat the
 // older rungs everywhere); before it smem16 for decode shapes, smem32 for few tiles, else
 // warptile. fp64 (and 16-bit before sm_80): the 32x32 tile.
@@ -59,7 +66,10 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
   }
   if (wgmma && dtype == DType::kFloat32 && !allow_tf32 && three_tf32 &&
       std::min(M, N) >= kWgmmaBlockM && 3 * K <= std::numeric_limits<int32_t>::max()) {
-    return {"wgmma_sm90_3xtf32", AutoRule::kWgmma3xTf32};
+    const int64_t tiles = ceil_div(M, kWgmmaBlockM) * ceil_div(N, kWgmmaBlockM) * std::max<int64_t>(p.batch, 1);
+    if (tiles * kThreeTf32MinTilesPerSms > p.sm_count) {
+      return {"wgmma_sm90_3xtf32", AutoRule::kWgmma3xTf32};
+    }
   }
   if (sixteen_bit) {
     return sm >= kMmaMinSm ? AutoChoice{"mma_sm80", AutoRule::kMmaSm80}
@@ -89,13 +99,14 @@ const char* describe_auto_choice(AutoRule rule) {
       "tiles, split-K or stream-K where 128x256 tiles are few)",
       "float32 with TF32 allowed on compute capability 9.0, M and N at least 128: wgmma in tf32",
       "float32 with TF32 off and torch_gemm's float32 precision set to '3xtf32', on compute "
-      "capability 9.0, M and N at least 128: each operand split once into TF32 big and small "
-      "parts, big·big + big·small + small·big on wgmma's TF32 tensor cores",
+      "capability 9.0, M and N at least 128 and more 128x128 tiles than a quarter of the SMs: "
+      "each operand split once into TF32 big and small parts, big·big + big·small + small·big "
+      "on wgmma's TF32 tensor cores",
       "bf16/fp16 from compute capability 8.0 (without wgmma): the tensor cores through mma.sync",
       "bf16/fp16 before compute capability 8.0 (no mma.sync): the 32x32 shared-memory tile",
       "float64: the 32x32 shared-memory tile",
       "float32 on the CUDA cores from compute capability 8.0 (TF32 not allowed, no wgmma, or M or "
-      "N under 128): multistage's cp.async ring",
+      "N under 128, or under 3xTF32 too few 128x128 tiles): multistage's cp.async ring",
       "float32 before compute capability 8.0, min(M, N) <= 32: smem16",
       "float32 before compute capability 8.0, fewer than 48 tiles of 128x128: smem32",
       "float32 before compute capability 8.0, enough 128x128 tiles to fill the GPU: warptile",

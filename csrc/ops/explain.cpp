@@ -153,11 +153,12 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
 
 py::dict auto_kernel(int64_t M, int64_t N, int64_t K, const std::string& dtype_name, int64_t sm,
                      int64_t sm_count, int64_t b_stride_k, bool allow_tf32, bool sm90a,
-                     bool three_tf32) {
+                     bool three_tf32, int64_t batch) {
   const char* fn = "auto_kernel";
   check_extent(fn, "M", M);
   check_extent(fn, "N", N);
   check_extent(fn, "K", K);
+  check_extent(fn, "batch", batch);
   if (sm <= 0 || sm > 1000) {
     fail(fn, "sm must be a compute capability times 10 (e.g. 90 for 9.0), got " +
                  std::to_string(sm));
@@ -165,6 +166,7 @@ py::dict auto_kernel(int64_t M, int64_t N, int64_t K, const std::string& dtype_n
   if (sm_count <= 0) fail(fn, "sm_count must be > 0, got " + std::to_string(sm_count));
   GemmParams p;
   p.M = M, p.N = N, p.K = K, p.dtype = parse_dtype(fn, dtype_name), p.b_stride_k = b_stride_k;
+  p.batch = batch;
   p.sm_count = static_cast<int>(sm_count);
   const AutoChoice choice =
       choose_auto_kernel(p, allow_tf32, static_cast<int>(sm), sm90a, three_tf32);
@@ -195,12 +197,13 @@ void bind_plans(pybind11::module_& m) {
         "inner product (float32 split into TF32 parts over 3K, on its promoted tiles).");
   m.def("auto_kernel", &auto_kernel, "M"_a, "N"_a, "K"_a, py::kw_only(), "dtype"_a, "sm"_a,
         "sm_count"_a = 132, "b_stride_k"_a = 1, "allow_tf32"_a = true, "sm90a"_a = true,
-        "three_tf32"_a = false,
+        "three_tf32"_a = false, "batch"_a = 1,
         "The kernel kernel='auto' takes for CUDA tensors, and why: {'kernel', 'reason'}. sm: the "
         "compute capability times 10; sm_count: its multiprocessors (default an H100's or H200's "
         "132); b_stride_k: B's stride along K (gemv wants contiguous "
         "columns); sm90a: whether the build has wgmma_sm90's sm_90a code; three_tf32: float32 "
-        "precision '3xtf32' (torch_gemm.set_fp32_precision).");
+        "precision '3xtf32' (torch_gemm.set_fp32_precision); batch: bmm's products, which "
+        "3xTF32's count of tiles includes.");
   m.def(
       "built_with_sm90a",
       [] {
