@@ -334,6 +334,11 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (4096, 4096, 4096, BF16, 75, True, 1, "smem32"),
     (4096, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),
     (4096, 100, 4096, FP32, 90, True, 1, "multistage"),   # N under one 128-row tile
+    (64, 14336, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # tf32, 56 tiles of 64x256 against a weight
+    (16, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 of them
+    (64, 2048, 2048, FP32, 90, True, 1, "multistage"),    # 8: the CUDA cores were faster
+    (64, 14336, 4096, FP32, 90, True, 4096, "multistage"),  # B's columns not contiguous
+    (64, 14336, 4096, FP32, 90, False, 1, "multistage"),  # TF32 off
     (4096, 4096, 4096, FP32, 90, False, 1, "multistage"),
     (4096, 4096, 4096, FP32, 86, True, 1, "multistage"),
     (16, 4096, 4096, FP32, 75, False, 1, "smem16"),

@@ -181,7 +181,8 @@ def test_inf_nan_and_huge_values_as_torch_mm():
 @requires_cuda
 def test_auto_takes_it_under_the_setting_only_while_tf32_is_off():
     skip_unless_wgmma()
-    a, b = torch.randn(256, 256, device="cuda"), torch.randn(256, 256, device="cuda")
+    # 64 tiles of 128x128: enough for auto to take 3xTF32 (more than a quarter of the SMs).
+    a, b = torch.randn(1024, 256, device="cuda"), torch.randn(256, 1024, device="cuda")
     with tf32_allowed(False), torch_gemm.fp32_precision("3xtf32"):
         assert torch_gemm.explain(a, b)["kernel"] == KERNEL
         assert_close_to_reference(torch_gemm.mm_tiled(a, b), a, b, kernel="auto")

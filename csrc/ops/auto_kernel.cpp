@@ -21,6 +21,13 @@ constexpr int64_t kMinWarptileTiles = 48;
 // where multistage's ran at 0.66-0.92; with 64 and more it was the faster of the two everywhere
 // measured (H100, benchmarks/NOTES.md, session 25).
 constexpr int64_t kThreeTf32MinTilesPerSms = 4;  // tiles * 4 > SMs
+// tf32 with fewer than 128 rows against a weight (B K-major, a linear's forward): wgmma's 64x256
+// tiles where there are at least 16 of them. On an H100 (132 SMs) against torch.mm in TF32, 8-96
+// rows: 16 tiles (4096 columns) 0.56-0.57 where multistage's CUDA cores gave 0.49, 22-56 tiles
+// 0.54-0.95 against 0.36-0.48, 32 (96 rows) 0.63 against 0.30; 8 tiles (2048 columns) 0.54
+// against 0.62 and 4 tiles 0.35 against 0.54 (benchmarks/NOTES.md, session 25).
+constexpr int64_t kTf32FewRowsMinTiles = 16;
+constexpr int64_t kWgmmaSmallBlockM = 64;
 
 }  // namespace
 
@@ -34,7 +41,8 @@ constexpr int64_t kThreeTf32MinTilesPerSms = 4;  // tiles * 4 > SMs
 // every shape (its launcher takes smaller tiles or splits K where its tiles are few, and it beat
 // mma_sm80 at every measured shape), mma.sync on other GPUs from sm_80. fp32 where torch allows
 // TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile (there is no mma.sync
-// tf32 rung to fall back to, and the CUDA cores are several times slower); with TF32 off but
+// tf32 rung to fall back to, and the CUDA cores are several times slower), and below 128 rows
+// against a weight where its 64x256 tiles are at least kTf32FewRowsMinTiles; with TF32 off but
 // 3xTF32 opted into, the same shapes on wgmma_sm90_3xtf32 (float32's accuracy) where its 128x128
 // tiles outnumber a quarter of the SMs (fewer, and its split pass and idle SMs cost more than the
 // CUDA cores' product: kThreeTf32MinTilesPerSms); otherwise the CUDA
@@ -63,6 +71,11 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
   if (wgmma && sixteen_bit) return {"wgmma_sm90", AutoRule::kWgmma};
   if (wgmma && dtype == DType::kFloat32 && allow_tf32 && std::min(M, N) >= kWgmmaBlockM) {
     return {"wgmma_sm90", AutoRule::kWgmmaTf32};
+  }
+  if (wgmma && dtype == DType::kFloat32 && allow_tf32 && weight_rows && M < kWgmmaBlockM &&
+      ceil_div(M, kWgmmaSmallBlockM) * ceil_div(N, kWgmmaBlockN) * std::max<int64_t>(p.batch, 1) >=
+          kTf32FewRowsMinTiles) {
+    return {"wgmma_sm90", AutoRule::kWgmmaTf32FewRows};
   }
   if (wgmma && dtype == DType::kFloat32 && !allow_tf32 && three_tf32 &&
       std::min(M, N) >= kWgmmaBlockM && 3 * K <= std::numeric_limits<int32_t>::max()) {
@@ -98,6 +111,9 @@ const char* describe_auto_choice(AutoRule rule) {
       "bf16/fp16 on compute capability 9.0: Hopper's wgmma at every shape (its plan takes smaller "
       "tiles, split-K or stream-K where 128x256 tiles are few)",
       "float32 with TF32 allowed on compute capability 9.0, M and N at least 128: wgmma in tf32",
+      "float32 with TF32 allowed on compute capability 9.0, fewer than 128 rows of A against a B "
+      "with contiguous columns (a linear's weight) and at least 16 tiles of 64x256: wgmma in tf32 "
+      "on 64-row tiles, which streams B faster than the CUDA cores multiply",
       "float32 with TF32 off and torch_gemm's float32 precision set to '3xtf32', on compute "
       "capability 9.0, M and N at least 128 and more 128x128 tiles than a quarter of the SMs: "
       "each operand split once into TF32 big and small parts, big·big + big·small + small·big "
@@ -106,7 +122,8 @@ const char* describe_auto_choice(AutoRule rule) {
       "bf16/fp16 before compute capability 8.0 (no mma.sync): the 32x32 shared-memory tile",
       "float64: the 32x32 shared-memory tile",
       "float32 on the CUDA cores from compute capability 8.0 (TF32 not allowed, no wgmma, or M or "
-      "N under 128, or under 3xTF32 too few 128x128 tiles): multistage's cp.async ring",
+      "N under 128 and the shape not one for wgmma's 64-row tiles, or under 3xTF32 too few "
+      "128x128 tiles): multistage's cp.async ring",
       "float32 before compute capability 8.0, min(M, N) <= 32: smem16",
       "float32 before compute capability 8.0, fewer than 48 tiles of 128x128: smem32",
       "float32 before compute capability 8.0, enough 128x128 tiles to fill the GPU: warptile",
