@@ -10,6 +10,7 @@ matplotlib, a heatmap of the ratio (``<gpu>-models.png``).
 
     python benchmarks/bench_models.py --quick                 # a sample of the grid, bf16
     python benchmarks/bench_models.py --shard 1/4 --record    # a quarter of the whole grid
+    python benchmarks/bench_models.py --merge a/X-models.json b/X-models.json --out DIR  # shards into one
 """
 
 from __future__ import annotations
@@ -61,11 +62,12 @@ class Projection:
 
 def projections(widths: Sequence[int], kv: Sequence[int], mlp: Sequence[int]) -> list[Projection]:
     """The distinct (out, in) products of each width's decoder layer: q and o (width → width), the
-    key/value projections (width → kv), the MLP's up and gate (width → mlp) and down (mlp → width)."""
+    key/value projections (width → kv, narrower than q: one as wide is q's product), the MLP's up
+    and gate (width → mlp) and down (mlp → width)."""
     found = []
     for w in widths:
         found.append(Projection(w, "q/o", w, w))
-        found += [Projection(w, "kv", n, w) for n in kv if n <= w]
+        found += [Projection(w, "kv", n, w) for n in kv if n < w]
         found += [Projection(w, "mlp_up", m, w) for m in mlp if m > w]
         found += [Projection(w, "mlp_down", w, m) for m in mlp if m > w]
     return found
@@ -211,6 +213,53 @@ def heatmap(rows: Sequence[dict], path: Path, title: str) -> Optional[Path]:
     return plots.save(plt, fig, path)
 
 
+def grid_coverage(rows: Sequence[dict]) -> str:
+    """Whether the rows hold the whole grid for their dtypes and passes: a record needs it."""
+    dtype_names = sorted({r["dtype"] for r in rows})
+    passes = sorted({r["pass"] for r in rows})
+    wanted = {(p.width, p.n, p.k, t, d, name)
+              for p, t, d in cases(projections(WIDTHS, KV_WIDTHS, MLP_WIDTHS), TOKENS, dtype_names, (1, 1))
+              for name in passes}
+    have = {tuple(r[k] for k in ROW_KEY) for r in rows}
+    found = len(wanted & have)
+    whole = "the whole grid" if found == len(wanted) else "NOT the whole grid"
+    return (f"{found} of the grid's {len(wanted)} (shape, tokens, dtype, pass) rows for "
+            f"{', '.join(dtype_names)} x {', '.join(passes)}: {whole}")
+
+
+def merge_shards(paths: Sequence[str], out: Path, plot: bool) -> int:
+    """Shards' records (bench_models --shard, each run on a GPU of its own) into one record in out,
+    named as the first; refused where they come from different GPUs or commits."""
+    shards = []
+    for name in paths:
+        record = records.load_record(Path(name), "bench_models")
+        if record is None:
+            print(f"bench_models --merge: no record at {name}")
+            return 2
+        shards.append(record)
+    for field in ("device", "git_commit", "git_dirty"):
+        values = {str(s["metadata"].get(field)) for s in shards}
+        if len(values) > 1:
+            print(f"bench_models --merge: the shards differ in {field} ({', '.join(sorted(values))}); "
+                  "a record holds one GPU at one commit")
+            return 2
+    rows = [row for s in shards for row in s["rows"]]
+    metadata = {**shards[0]["metadata"], "merged_from": [str(Path(p)) for p in paths]}
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / Path(paths[0]).name
+    record = records.write_merged(path, "bench_models", metadata, rows, ROW_KEY, ROW_FIELDS)
+    print(summary(record["rows"]))
+    print(grid_coverage(record["rows"]))
+    print(f"record: {path} ({len(record['rows'])} rows)")
+    if plot:
+        commit = metadata.get("git_commit")
+        png = heatmap(record["rows"], path.with_suffix(".png"),
+                      f"torch ms / ours, {metadata.get('device')}, {commit and commit[:7]}")
+        if png:
+            print(f"heatmap: {png}")
+    return 0
+
+
 def parse_shard(spec: str, parser: argparse.ArgumentParser) -> tuple[int, int]:
     try:
         index, count = (int(v) for v in spec.split("/"))
@@ -236,7 +285,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cli.add_output_args(parser, "<gpu>-models.json/.csv/.png")
     parser.add_argument("--warmup-ms", type=float, default=DEFAULT_TIMING.warmup_ms)
     parser.add_argument("--rep-ms", type=float, default=DEFAULT_TIMING.rep_ms)
+    parser.add_argument("--merge", nargs="+", metavar="RECORD", default=None,
+                        help="no timing: merge these shards' <gpu>-models.json into one record in the output "
+                             "directory, with its summary, whether it holds the whole grid, and the heatmap")
     args = parser.parse_args(argv)
+    if args.merge:
+        return merge_shards(args.merge, cli.output_dir(args, parser), plot=not args.no_plot)
     budget = cli.budget_from(args, parser)
     shard = parse_shard(args.shard, parser)
     if not torch.cuda.is_available() or not torch_gemm._C.built_with_cuda():
@@ -256,6 +310,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     rows = measure(todo, args.passes, dev, budget, cli.Progress(len(todo)))
     print(summary(rows))
+    print(grid_coverage(rows))
     commit, dirty = records.git_state()
     metadata = records.run_metadata(hdevice.device_fields(dev), commit, dirty, timer=timing.pair_timer_name(dev),
                                     script="benchmarks/bench_models.py", argv=argv,

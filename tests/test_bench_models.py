@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import bench_models
 
 
 def test_projections_of_a_width():
-    projs = bench_models.projections([4096], [512, 1024, 8192], [11008, 2048])
+    projs = bench_models.projections([4096], [512, 1024, 4096, 8192], [11008, 2048])
     shapes = {(p.name, p.n, p.k) for p in projs}
     assert ("q/o", 4096, 4096) in shapes
     assert {("kv", 512, 4096), ("kv", 1024, 4096)} <= shapes and ("kv", 8192, 4096) not in shapes
+    assert ("kv", 4096, 4096) not in shapes  # as wide as q: q's product
     assert {("mlp_up", 11008, 4096), ("mlp_down", 4096, 11008)} <= shapes
     assert not any(p.n == 2048 or p.k == 2048 for p in projs)  # an MLP narrower than the model is none
 
@@ -62,3 +65,47 @@ def test_float32_modes_are_dtypes_of_the_sweep(capsys):
     if not torch.cuda.is_available():
         assert bench_models.main(["--quick", "--dtypes", "float32-3xtf32", "tf32", "float32"]) == 0
         assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+def _shard_record(directory, rows, commit="abc1234", device="NVIDIA H100 80GB HBM3"):
+    from harness import records
+    path = directory / "nvidia-h100-80gb-hbm3-models.json"
+    metadata = {"device": device, "git_commit": commit, "git_dirty": False}
+    records.write_merged(path, "bench_models", metadata, rows, bench_models.ROW_KEY, bench_models.ROW_FIELDS)
+    return str(path)
+
+
+def _row(tokens, ratio, dtype="bfloat16"):
+    return dict(width=4096, n=1024, k=4096, tokens=tokens, dtype=dtype, **{"pass": "fwd"}, projection="kv",
+                ms=1.0, torch_ms=ratio, ratio=ratio)
+
+
+def test_merge_joins_shards_and_says_whether_the_grid_is_whole(tmp_path, capsys):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    a = _shard_record(tmp_path / "a", [_row(1, 0.9), _row(256, 1.1)])
+    b = _shard_record(tmp_path / "b", [_row(4096, 1.2)])
+    assert bench_models.main(["--merge", a, b, "--out", str(tmp_path / "all"), "--no-plot"]) == 0
+    text = capsys.readouterr().out
+    merged = json.loads((tmp_path / "all" / "nvidia-h100-80gb-hbm3-models.json").read_text())
+    assert sorted(r["tokens"] for r in merged["rows"]) == [1, 256, 4096]
+    assert merged["metadata"]["merged_from"] == [a, b]
+    assert "NOT the whole grid" in text and "3 of the grid's" in text
+
+
+def test_merge_refuses_shards_of_different_commits(tmp_path, capsys):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    a = _shard_record(tmp_path / "a", [_row(1, 0.9)])
+    b = _shard_record(tmp_path / "b", [_row(8, 1.0)], commit="def5678")
+    assert bench_models.main(["--merge", a, b, "--out", str(tmp_path / "all"), "--no-plot"]) == 2
+    assert "differ in git_commit" in capsys.readouterr().out
+    assert not (tmp_path / "all" / "nvidia-h100-80gb-hbm3-models.json").exists()
+
+
+def test_the_whole_grid_is_recognised():
+    rows = [dict(width=p.width, n=p.n, k=p.k, tokens=t, dtype=d, **{"pass": "fwd"})
+            for p, t, d in bench_models.cases(bench_models.projections(bench_models.WIDTHS, bench_models.KV_WIDTHS,
+                                                                       bench_models.MLP_WIDTHS),
+                                              bench_models.TOKENS, ["float16"], (1, 1))]
+    assert bench_models.grid_coverage(rows).endswith(": the whole grid")
+    assert "NOT the whole grid" in bench_models.grid_coverage([r for r in rows if r["tokens"] != 1])
+    assert len({tuple(r[k] for k in bench_models.ROW_KEY[:4]) for r in rows}) == len(rows)  # no product twice
