@@ -37,7 +37,8 @@ TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 QUICK = dict(widths=(2048, 4096), kv=(512, 1024), mlp=(5632, 14336), tokens=(1, 8, 64, 256, 1024, 4096))
 PASSES = ("fwd", "dx", "dw", "fwd+bwd")
 # The float32 modes (harness.dtypes.float32_mode): float32 with TF32 off on both sides, TF32 on
-# both, and ours in 3xTF32 against torch.mm's IEEE float32.
+# both, and ours under float32 precision "3xtf32" (auto: 3xTF32 where its rule takes it) against
+# torch.mm's IEEE float32.
 FLOAT32_DTYPES = ("float32", "tf32", "float32-3xtf32")
 BANDS = (("1-64", 1, 64), ("128-512", 128, 512), (">=1024", 1024, 1 << 62))
 ROW_KEY = ("width", "n", "k", "tokens", "dtype", "pass")
@@ -276,7 +277,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a sample of the grid (bf16; the record needs the whole grid)")
     parser.add_argument("--dtypes", nargs="+", default=None, choices=list(FLOAT32_DTYPES) + ["bfloat16", "float16"],
                         help="default: bfloat16 and float16 (bfloat16 with --quick); float32 (TF32 off), tf32 and "
-                             "float32-3xtf32 (ours in 3xTF32, torch.mm in float32) on request")
+                             "float32-3xtf32 (ours under float32 precision '3xtf32', torch.mm in float32) on request")
     parser.add_argument("--tokens", nargs="+", type=int, default=None, help="token counts (default: the grid's)")
     parser.add_argument("--widths", nargs="+", type=int, default=None, help="model widths (default: the grid's)")
     parser.add_argument("--passes", nargs="+", default=list(PASSES), choices=PASSES)

@@ -44,18 +44,24 @@ run_tool() {
   done >"$OUT/summary-$tool.txt"
 }
 
-for tool in $tools; do run_tool "$tool" & done
-wait
-
+pids=()
+for tool in $tools; do run_tool "$tool" & pids+=($!); done
 status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+
+# Every tool must have reported on every group, each with exit 0 and no case off its path: a
+# tool that died, or a group it never reached, is not clean.
 for tool in $tools; do
-  cat "$OUT/summary-$tool.txt"
-  while read -r line; do
+  cat "$OUT/summary-$tool.txt" 2>/dev/null
+  for group in $groups; do
+    line=$(grep "^sanitize $tool $group: " "$OUT/summary-$tool.txt" 2>/dev/null)
     case "$line" in
       *": exit 0; "*"; 0 case(s) off their path"*) ;;
-      *) status=1; group=$(echo "$line" | cut -d' ' -f3 | tr -d :); tail -20 "$OUT/sanitize-$tool-$group.log" ;;
+      "") status=1; echo "sanitize $tool $group: NO RESULT (the tool stopped before this group)" |
+            tee -a "$OUT/summary-$tool.txt" ;;
+      *) status=1; tail -20 "$OUT/sanitize-$tool-$group.log" ;;
     esac
-  done <"$OUT/summary-$tool.txt"
+  done
 done
 verdict="sanitize: CLEAN"
 [ "$status" -eq 0 ] || verdict="sanitize: REPORTS FOUND"
@@ -72,15 +78,19 @@ verdict="sanitize: CLEAN"
   compute-sanitizer --version 2>/dev/null | tail -1
   $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
   echo
-  for tool in $tools; do cat "$OUT/summary-$tool.txt"; done
+  for tool in $tools; do cat "$OUT/summary-$tool.txt" 2>/dev/null; done
   echo "$verdict"
+  # What ran, from memcheck's log where it ran (every tool runs the same cases but for what the
+  # lines under it say each tool left out), else the first tool's.
+  what_log=${tools%% *}
+  case " $tools " in *" memcheck "*) what_log=memcheck ;; esac
   for group in $groups; do
     echo
-    echo "== group $group: what ran (from the first tool's log; every tool runs the same cases)"
-    grep -E "^sanitize_cases: (sweep|\[)" "$OUT/sanitize-${tools%% *}-$group.log"
+    echo "== group $group: what ran (from the $what_log log)"
+    grep -E "^sanitize_cases: (sweep|\[)" "$OUT/sanitize-$what_log-$group.log" 2>/dev/null
     for tool in $tools; do
       grep -E "left out of|from registers under|planned otherwise|^NOT REACHED|^WRONG" \
-        "$OUT/sanitize-$tool-$group.log" | sed "s/^/  $tool: /"
+        "$OUT/sanitize-$tool-$group.log" 2>/dev/null | sed "s/^/  $tool: /"
     done
   done
 } >"$OUT/report.txt"

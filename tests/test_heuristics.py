@@ -337,6 +337,8 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (64, 14336, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # tf32, 56 tiles of 64x256 against a weight
     (16, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 of them
     (64, 2048, 2048, FP32, 90, True, 1, "multistage"),    # 8: the CUDA cores were faster
+    (96, 2048, 4096, FP32, 90, True, 1, "multistage"),
+    (64, 28672, 4096, FP32, 90, True, 1, "multistage"),   # 112: the plan's 128-row tiles, unmeasured
     (64, 14336, 4096, FP32, 90, True, 4096, "multistage"),  # B's columns not contiguous
     (64, 14336, 4096, FP32, 90, False, 1, "multistage"),  # TF32 off
     (4096, 4096, 4096, FP32, 90, False, 1, "multistage"),

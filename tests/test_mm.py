@@ -321,12 +321,54 @@ def test_wgmma_forced_wide_split():
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": "2x2"})
 
 
-# C from registers where TMA would store it (TORCH_GEMM_WGMMA_STORE=registers, as sanitize.sh runs
-# initcheck): 64×256, paired 128×256 and 128×128 tiles, edge tiles in M and N.
+# tf32 with fewer than 128 rows against a weight of enough 256-column tiles: auto takes wgmma_sm90's
+# 64-row tiles (and the CUDA cores with TF32 off, or too few column tiles), every row count under
+# 128 and an odd K, at TF32's bound.
+@requires_cuda
+@pytest.mark.parametrize("M", [3, 16, 64, 65, 127])
+def test_tf32_few_rows_against_a_weight(M):
+    skip_unless_wgmma()
+    gen = generator("cuda", "tf32_few_rows", M)
+    x, w = randn((M, 517), torch.float32, "cuda", gen), randn((4100, 517), torch.float32, "cuda", gen)
+    with tf32_allowed(True):
+        assert torch_gemm.explain(x, w.t())["kernel"] == "wgmma_sm90"
+        assert torch_gemm.explain(x, w[:2000].t())["kernel"] == "multistage"  # 8 column tiles
+        assert_close_to_reference(torch_gemm.linear_tiled(x, w), x, w.t())
+    with tf32_allowed(False):
+        assert torch_gemm.explain(x, w.t())["kernel"] == "multistage"
+
+
+# C from registers where TMA would store it (TORCH_GEMM_WGMMA_STORE=registers, which
+# sanitize_cases.py sets under initcheck): 64-row, paired 128×256 and 128×128 tiles, edge tiles in
+# M and N; and in float32, tf32 (its transposed product where B is N-major) and 3xTF32.
+STORE_FLOAT32_SCRIPT = """
+import sys, torch, torch_gemm
+sys.path.insert(0, {tests!r})
+from gemm_testing import assert_close_to_reference, make_operands, generator
+for M, N, K in {shapes!r}:
+    for layout in {layouts!r}:
+        a, b = make_operands(M, N, K, layout, torch.float32, "cuda", generator("cuda", "store_fp32", M, N, K, layout))
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["store"] == "registers"
+        assert_close_to_reference(torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"), a, b)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        assert torch_gemm.explain(a, b, kernel="wgmma_sm90_3xtf32")["plan"]["store"] == "registers"
+        assert_close_to_reference(torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90_3xtf32"), a, b,
+                                  kernel="wgmma_sm90_3xtf32")
+print("ok")
+"""
+
+
 @requires_cuda
 def test_wgmma_store_forced_to_registers():
-    check_wgmma_under_env("store_registers", [(200, 264, 72), (1800, 3840, 320), (1250, 4400, 320)],
-                          LAYOUTS, {"TORCH_GEMM_WGMMA_STORE": "registers"})
+    env = {"TORCH_GEMM_WGMMA_STORE": "registers"}
+    shapes = [(200, 264, 72), (1800, 3840, 320), (1250, 4400, 320)]
+    check_wgmma_under_env("store_registers", shapes, LAYOUTS, env)
+    tests = os.path.dirname(os.path.abspath(__file__))
+    script = STORE_FLOAT32_SCRIPT.format(tests=tests, shapes=shapes, layouts=list(LAYOUTS))
+    run = subprocess.run([sys.executable, "-c", script], env={**os.environ, **env},
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout + run.stderr
 
 
 # Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that small products take several

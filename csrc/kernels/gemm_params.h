@@ -81,7 +81,7 @@ struct GemmParams {
 
   // wgmma_sm90 only: this is 3xTF32's inner product (three_tf32.cu), float32 operands already
   // split into TF32 values and K-major. It runs on the promoted 128-column tf32 tiles, whose
-  // k-tiles' sums are added in fp32 (sm90/mainloop.cuh), never transposed.
+  // big·big k-tiles' sums are added in fp32 (sm90/mainloop.cuh), never transposed.
   bool tf32_promoted = false;
 };
 

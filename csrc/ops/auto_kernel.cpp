@@ -16,18 +16,16 @@ constexpr int kMmaMinSm = 80;         // mma.sync for bf16/fp16
 constexpr int kWgmmaSm = 90;          // wgmma, TMA: sm_90a code runs on 9.0 only
 constexpr int64_t kDecodeRows = 32;   // min(M, N) at or below which smem16 wins before sm_80
 constexpr int64_t kMinWarptileTiles = 48;
-// 3xTF32 needs more of its 128x128 tiles than a quarter of the SMs: with 32 of them on 132 SMs
-// (256 rows against 2048 columns, or 1024 against 512) it ran at 0.36-0.80 of torch.mm's float32
-// where multistage's ran at 0.66-0.92; with 64 and more it was the faster of the two everywhere
-// measured (H100, benchmarks/NOTES.md, session 25).
-constexpr int64_t kThreeTf32MinTilesPerSms = 4;  // tiles * 4 > SMs
-// tf32 with fewer than 128 rows against a weight (B K-major, a linear's forward): wgmma's 64x256
-// tiles where there are at least 16 of them. On an H100 (132 SMs) against torch.mm in TF32, 8-96
-// rows: 16 tiles (4096 columns) 0.56-0.57 where multistage's CUDA cores gave 0.49, 22-56 tiles
-// 0.54-0.95 against 0.36-0.48, 32 (96 rows) 0.63 against 0.30; 8 tiles (2048 columns) 0.54
-// against 0.62 and 4 tiles 0.35 against 0.54 (benchmarks/NOTES.md, session 25).
-constexpr int64_t kTf32FewRowsMinTiles = 16;
-constexpr int64_t kWgmmaSmallBlockM = 64;
+// 3xTF32 needs more of its 128x128 tiles than SMs / kThreeTf32SmsPerTile: with fewer, its split
+// pass and idle SMs cost more than multistage's product on the CUDA cores (32 tiles on 132 SMs
+// were slower than multistage, 64 and more faster, on an H100: benchmarks/NOTES.md, session 25).
+constexpr int64_t kThreeTf32SmsPerTile = 4;
+// tf32 with fewer than 128 rows against a weight (B K-major, a linear's forward): wgmma_sm90 where
+// B spans at least kTf32FewRowsMinColumnTiles of its 256-column tiles and its plan takes 64-row
+// tiles (fewer than SMs / 2 of them over the batch), the range measured: there it streamed the
+// weight faster than the CUDA cores multiply, and with 8 or 4 column tiles it did not
+// (benchmarks/NOTES.md, session 25).
+constexpr int64_t kTf32FewRowsMinColumnTiles = 16;
 
 }  // namespace
 
@@ -42,10 +40,11 @@ constexpr int64_t kWgmmaSmallBlockM = 64;
 // mma_sm80 at every measured shape), mma.sync on other GPUs from sm_80. fp32 where torch allows
 // TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile (there is no mma.sync
 // tf32 rung to fall back to, and the CUDA cores are several times slower), and below 128 rows
-// against a weight where its 64x256 tiles are at least kTf32FewRowsMinTiles; with TF32 off but
+// against a weight on its 64x256 tiles where they are neither few nor many
+// (kTf32FewRowsMinColumnTiles); with TF32 off but
 // 3xTF32 opted into, the same shapes on wgmma_sm90_3xtf32 (float32's accuracy) where its 128x128
 // tiles outnumber a quarter of the SMs (fewer, and its split pass and idle SMs cost more than the
-// CUDA cores' product: kThreeTf32MinTilesPerSms); otherwise the CUDA
+// CUDA cores' product: kThreeTf32SmsPerTile); otherwise the CUDA
 // cores: multistage from sm_80 (its launcher picks tile and split-K by shape, and it beat the
 // older rungs everywhere); before it smem16 for decode shapes, smem32 for few tiles, else
 // warptile. fp64 (and 16-bit before sm_80): the 32x32 tile.
@@ -72,15 +71,17 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
   if (wgmma && dtype == DType::kFloat32 && allow_tf32 && std::min(M, N) >= kWgmmaBlockM) {
     return {"wgmma_sm90", AutoRule::kWgmmaTf32};
   }
-  if (wgmma && dtype == DType::kFloat32 && allow_tf32 && weight_rows && M < kWgmmaBlockM &&
-      ceil_div(M, kWgmmaSmallBlockM) * ceil_div(N, kWgmmaBlockN) * std::max<int64_t>(p.batch, 1) >=
-          kTf32FewRowsMinTiles) {
-    return {"wgmma_sm90", AutoRule::kWgmmaTf32FewRows};
+  const int64_t batch = std::max<int64_t>(p.batch, 1);
+  if (wgmma && dtype == DType::kFloat32 && allow_tf32 && weight_rows && M < kWgmmaBlockM) {
+    const int64_t column_tiles = ceil_div(N, kWgmmaBlockN) * batch;
+    if (column_tiles >= kTf32FewRowsMinColumnTiles && 2 * column_tiles < p.sm_count) {
+      return {"wgmma_sm90", AutoRule::kWgmmaTf32FewRows};
+    }
   }
   if (wgmma && dtype == DType::kFloat32 && !allow_tf32 && three_tf32 &&
       std::min(M, N) >= kWgmmaBlockM && 3 * K <= std::numeric_limits<int32_t>::max()) {
-    const int64_t tiles = ceil_div(M, kWgmmaBlockM) * ceil_div(N, kWgmmaBlockM) * std::max<int64_t>(p.batch, 1);
-    if (tiles * kThreeTf32MinTilesPerSms > p.sm_count) {
+    const int64_t tiles = ceil_div(M, kWgmmaBlockM) * ceil_div(N, kWgmmaSmallBlockN) * batch;
+    if (tiles * kThreeTf32SmsPerTile > p.sm_count) {
       return {"wgmma_sm90_3xtf32", AutoRule::kWgmma3xTf32};
     }
   }
@@ -112,8 +113,8 @@ const char* describe_auto_choice(AutoRule rule) {
       "tiles, split-K or stream-K where 128x256 tiles are few)",
       "float32 with TF32 allowed on compute capability 9.0, M and N at least 128: wgmma in tf32",
       "float32 with TF32 allowed on compute capability 9.0, fewer than 128 rows of A against a B "
-      "with contiguous columns (a linear's weight) and at least 16 tiles of 64x256: wgmma in tf32 "
-      "on 64-row tiles, which streams B faster than the CUDA cores multiply",
+      "with contiguous columns (a linear's weight) of 16 to half the SMs' count of 256-column "
+      "tiles: wgmma in tf32 on 64-row tiles, which streams B faster than the CUDA cores multiply",
       "float32 with TF32 off and torch_gemm's float32 precision set to '3xtf32', on compute "
       "capability 9.0, M and N at least 128 and more 128x128 tiles than a quarter of the SMs: "
       "each operand split once into TF32 big and small parts, big·big + big·small + small·big "

@@ -543,7 +543,7 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     case TileRule::kPromoted:
       r.tile = tile_name(s.block_m(), s.block_n) +
-               ", 3xTF32's promoted tf32 tiles (each k-tile's sums added in fp32): " +
+               ", 3xTF32's promoted tf32 tiles (big·big's k-tile sums added in fp32): " +
                (o.consumers != 0 ? std::string("consumers forced by TORCH_GEMM_WGMMA_SHAPE")
                 : s.consumers == 1
                     ? "the " + str(s.medium_tiles) + " tiles of 128x128 would leave more than " + half +

@@ -39,7 +39,8 @@ struct Overrides {
   int stream_k = 1;        // TORCH_GEMM_WGMMA_STREAM_K=0|1|2: off; the last partial round; and one more
   int max_clusters = INT_MAX;  // TORCH_GEMM_WGMMA_MAX_CLUSTERS=n: at most n clusters resident
   // TORCH_GEMM_WGMMA_STORE=registers: C leaves from registers even where TMA could store it
-  // (scripts/sanitize.sh sets it under initcheck, which does not see TMA stores as writes).
+  // (scripts/sanitize_cases.py's TOOL_ENV sets it under initcheck, which does not see TMA stores
+  // as writes).
   bool tma_store = true;
 };
 

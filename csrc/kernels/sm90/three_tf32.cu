@@ -1,7 +1,8 @@
 // wgmma_sm90_3xtf32: float32 products at float32's accuracy on the TF32 tensor cores. One pass
 // splits each operand element x once into big = tf32(x) and small = tf32(x − big); the product
 // A_big·B_big + A_big·B_small + A_small·B_big then runs as one TF32 product over 3·K on wgmma_sm90's
-// promoted tiles, each k-tile's sums added in fp32 (GemmParams::tf32_promoted).
+// promoted tiles: the cross terms summed on the tensor cores, big·big's k-tile sums added in fp32
+// (GemmParams::tf32_promoted).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,8 +31,9 @@ constexpr int kSplitRowsAtOnce = 8;  // threads along the tile's rows (each take
 // finite else 0, small, big), B's (small, big where finite else 0, big), so that the product over
 // 3·K is big·small + small·big + big·big, and an Inf or NaN enters through big·big only (a cross
 // term of Inf and a zero small part would be NaN where torch.mm gives Inf). The small cross terms
-// come first: most of their k-tiles are then added to sums that are small too (short of a bias,
-// and of the group of k-tiles that straddles into big·big), and round them less.
+// come first and fill the first 2·K of the product's K, which the promoted tiles sum on the tensor
+// cores apart from d (WgmmaParams::cross_k_tiles): their truncation is then against their own
+// small sum.
 struct SplitOperand {
   const float* src;
   int64_t stride_x, stride_k, stride_batch;
