@@ -294,10 +294,10 @@ print("ok")
 """
 
 
-def check_wgmma_under_env(tag, shapes, layouts, env):
+def check_wgmma_under_env(tag, shapes, layouts, env, script=ENV_SCRIPT):
     skip_unless_wgmma()
     tests = os.path.dirname(os.path.abspath(__file__))
-    script = ENV_SCRIPT.format(tests=tests, shapes=shapes, layouts=list(layouts), tag=tag)
+    script = script.format(tests=tests, shapes=shapes, layouts=list(layouts), tag=tag)
     run = subprocess.run([sys.executable, "-c", script], env={**os.environ, **env},
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout + run.stderr
@@ -347,7 +347,7 @@ sys.path.insert(0, {tests!r})
 from gemm_testing import assert_close_to_reference, make_operands, generator
 for M, N, K in {shapes!r}:
     for layout in {layouts!r}:
-        a, b = make_operands(M, N, K, layout, torch.float32, "cuda", generator("cuda", "store_fp32", M, N, K, layout))
+        a, b = make_operands(M, N, K, layout, torch.float32, "cuda", generator("cuda", {tag!r}, M, N, K, layout))
         torch.backends.cuda.matmul.allow_tf32 = True
         assert torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["store"] == "registers"
         assert_close_to_reference(torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"), a, b)
@@ -364,11 +364,7 @@ def test_wgmma_store_forced_to_registers():
     env = {"TORCH_GEMM_WGMMA_STORE": "registers"}
     shapes = [(200, 264, 72), (1800, 3840, 320), (1250, 4400, 320)]
     check_wgmma_under_env("store_registers", shapes, LAYOUTS, env)
-    tests = os.path.dirname(os.path.abspath(__file__))
-    script = STORE_FLOAT32_SCRIPT.format(tests=tests, shapes=shapes, layouts=list(LAYOUTS))
-    run = subprocess.run([sys.executable, "-c", script], env={**os.environ, **env},
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout + run.stderr
+    check_wgmma_under_env("store_fp32", shapes, LAYOUTS, env, script=STORE_FLOAT32_SCRIPT)
 
 
 # Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that small products take several

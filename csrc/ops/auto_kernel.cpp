@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "kernels/decode_plan.h"
+#include "kernels/sm90/heuristics.h"
 #include "kernels/tiles.h"
 
 namespace torch_gemm {
@@ -22,9 +23,8 @@ constexpr int64_t kMinWarptileTiles = 48;
 constexpr int64_t kThreeTf32SmsPerTile = 4;
 // tf32 with fewer than 128 rows against a weight (B K-major, a linear's forward): wgmma_sm90 where
 // B spans at least kTf32FewRowsMinColumnTiles of its 256-column tiles and its plan takes 64-row
-// tiles (fewer than SMs / 2 of them over the batch), the range measured: there it streamed the
-// weight faster than the CUDA cores multiply, and with 8 or 4 column tiles it did not
-// (benchmarks/NOTES.md, session 25).
+// tiles (sm90::choose_shape), the range measured: there it streamed the weight faster than the
+// CUDA cores multiply, and with 8 or 4 column tiles it did not (benchmarks/NOTES.md, session 25).
 constexpr int64_t kTf32FewRowsMinColumnTiles = 16;
 
 }  // namespace
@@ -71,17 +71,17 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
   if (wgmma && dtype == DType::kFloat32 && allow_tf32 && std::min(M, N) >= kWgmmaBlockM) {
     return {"wgmma_sm90", AutoRule::kWgmmaTf32};
   }
-  const int64_t batch = std::max<int64_t>(p.batch, 1);
-  if (wgmma && dtype == DType::kFloat32 && allow_tf32 && weight_rows && M < kWgmmaBlockM) {
-    const int64_t column_tiles = ceil_div(N, kWgmmaBlockN) * batch;
-    if (column_tiles >= kTf32FewRowsMinColumnTiles && 2 * column_tiles < p.sm_count) {
+  if (wgmma && dtype == DType::kFloat32 && (allow_tf32 || three_tf32)) {
+    // The tiles wgmma_sm90's plan would take, and count (over the batch), for this product.
+    const sm90::Shape shape = sm90::choose_shape(p, p.sm_count, sm90::Overrides{});
+    if (allow_tf32 && weight_rows && M < kWgmmaBlockM &&
+        shape.block_m() == kWgmmaNarrowBlockM &&
+        shape.wide_tiles >= kTf32FewRowsMinColumnTiles) {
       return {"wgmma_sm90", AutoRule::kWgmmaTf32FewRows};
     }
-  }
-  if (wgmma && dtype == DType::kFloat32 && !allow_tf32 && three_tf32 &&
-      std::min(M, N) >= kWgmmaBlockM && 3 * K <= std::numeric_limits<int32_t>::max()) {
-    const int64_t tiles = ceil_div(M, kWgmmaBlockM) * ceil_div(N, kWgmmaSmallBlockN) * batch;
-    if (tiles * kThreeTf32SmsPerTile > p.sm_count) {
+    if (!allow_tf32 && std::min(M, N) >= kWgmmaBlockM &&
+        3 * K <= std::numeric_limits<int32_t>::max() &&
+        shape.medium_tiles * kThreeTf32SmsPerTile > p.sm_count) {
       return {"wgmma_sm90_3xtf32", AutoRule::kWgmma3xTf32};
     }
   }
