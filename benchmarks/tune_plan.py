@@ -3,8 +3,9 @@ every tile option the plan chooses among, and the rule's constants fitted from t
 
 Each option is forced through TORCH_GEMM_WGMMA_SHAPE / _CLUSTER, which the launcher reads once a
 process, so each runs in a process of its own (this script with --worker). The fit gives the
-constants of csrc/kernels/sm90/heuristics.cpp: kMediumTileCostTenths (a 128×128 tile's time in
-tenths of a 128×256 tile's, from shapes timed on both) and kPairOneWaveMinKTiles (the shortest K,
+constants of csrc/kernels/sm90/heuristics.cpp: kMediumTileCostTenths and kMidTileCostTenths (a
+128×128 and a 128×192 tile's time in tenths of a 128×256 tile's, from shapes timed on both) and
+kPairOneWaveMinKTiles (the shortest K,
 in k-tiles, from which pairs sharing B are no slower on one wave of two-consumer tiles); and it
 scores the plan: auto's time against the best option's, per shape.
 
@@ -36,6 +37,8 @@ OPTIONS = {
     "128x256-unpaired": {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_CLUSTER": "1"},
     "128x128": {"TORCH_GEMM_WGMMA_SHAPE": "2x1x128"},
     "128x128-unpaired": {"TORCH_GEMM_WGMMA_SHAPE": "2x1x128", "TORCH_GEMM_WGMMA_CLUSTER": "1"},
+    "128x192": {"TORCH_GEMM_WGMMA_SHAPE": "2x1x192"},
+    "128x192-unpaired": {"TORCH_GEMM_WGMMA_SHAPE": "2x1x192", "TORCH_GEMM_WGMMA_CLUSTER": "1"},
     "64x256": {"TORCH_GEMM_WGMMA_SHAPE": "1x1"},
     "64x128": {"TORCH_GEMM_WGMMA_SHAPE": "1x1x128"},
     "64x128-split2": {"TORCH_GEMM_WGMMA_SHAPE": "1x2x128"},
@@ -106,16 +109,20 @@ def by_product(rows: Sequence[dict]) -> dict[tuple, dict[str, float]]:
 def fit(rows: Sequence[dict], sms: int) -> dict:
     """The rule's constants from the times (see the module's docstring), and auto's score."""
     products = by_product(rows)
-    # A 128×128 tile against a 128×256 one, both paired: time per round, where each makes whole
-    # rounds of at least half the SMs (a partial round's idle SMs clock the others higher).
-    costs = []
-    for (M, N, K, _, _), t in products.items():
-        if "128x128" not in t or "128x256" not in t:
+    # A 128×128 or 128×192 tile against a 128×256 one, all paired: time per round, where the
+    # 128×256 tiles fill at least half the SMs (a partial round's idle SMs clock the others higher).
+    costs: dict[int, list[float]] = {128: [], 192: []}
+    for (M, N, K, layout, _), t in products.items():
+        wide = tiles(M, N, 128, 256)
+        if "128x256" not in t or wide * 2 < sms:
             continue
-        wide, medium = tiles(M, N, 128, 256), tiles(M, N, 128, 128)
-        if wide * 2 < sms:
-            continue
-        costs.append((t["128x128"] / math.ceil(medium / sms)) / (t["128x256"] / math.ceil(wide / sms)))
+        for tile_n in costs:
+            name = f"128x{tile_n}"
+            if tile_n == 192 and layout[1] == "N":
+                name += "-unpaired"  # an N-major B: 192-column tiles never pair (heuristics.cpp)
+            if name in t:
+                per_round = t[name] / math.ceil(tiles(M, N, 128, tile_n) / sms)
+                costs[tile_n].append(per_round / (t["128x256"] / math.ceil(wide / sms)))
     # Pairs on one wave of two-consumer tiles, by K: the smallest k-tile count from which paired is
     # never slower (beyond SAME_WITHIN) than unpaired.
     pair_losses = []
@@ -133,8 +140,10 @@ def fit(rows: Sequence[dict], sms: int) -> dict:
             losses.append((t["auto"] / best, key, min(t, key=t.get)))
     losses.sort(key=lambda x: -x[0])
     return {
-        "medium_tile_cost": statistics.median(costs) if costs else None,
-        "medium_tile_cost_samples": len(costs),
+        "medium_tile_cost": statistics.median(costs[128]) if costs[128] else None,
+        "medium_tile_cost_samples": len(costs[128]),
+        "mid_tile_cost": statistics.median(costs[192]) if costs[192] else None,
+        "mid_tile_cost_samples": len(costs[192]),
         "pair_one_wave_min_k_tiles": min_k_tiles,
         "pair_samples": len(pair_losses),
         "auto_best": sum(1 for loss, _, _ in losses if loss <= 1 + SAME_WITHIN),
@@ -145,11 +154,13 @@ def fit(rows: Sequence[dict], sms: int) -> dict:
 
 
 def fit_text(result: dict) -> str:
-    cost = result["medium_tile_cost"]
-    lines = [
-        f"kMediumTileCostTenths: {'-' if cost is None else round(10 * cost)} "
-        f"(a 128x128 tile takes {'-' if cost is None else f'{cost:.3f}'} of a 128x256 tile's time, "
-        f"median of {result['medium_tile_cost_samples']} products)",
+    lines = []
+    for key, constant, tile in (("medium", "kMediumTileCostTenths", "128x128"), ("mid", "kMidTileCostTenths", "128x192")):
+        cost = result[f"{key}_tile_cost"]
+        lines.append(f"{constant}: {'-' if cost is None else round(10 * cost)} "
+                     f"(a {tile} tile takes {'-' if cost is None else f'{cost:.3f}'} of a 128x256 tile's time, "
+                     f"median of {result[f'{key}_tile_cost_samples']} products)")
+    lines += [
         f"kPairOneWaveMinKTiles: {result['pair_one_wave_min_k_tiles']} "
         f"(pairs no slower on one wave from this many k-tiles, {result['pair_samples']} products)",
     ]

@@ -28,12 +28,14 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     """The plan is one of the kernels the launcher instantiates (launch_layout, run_config)."""
     sixteen_bit = dtype != FP32
     tile, split, cluster = tuple(p["tile"]), p["split_k"], p["cluster"]
-    assert tile in {(128, 256), (64, 256)} | ({(64, 128), (128, 128)} if sixteen_bit else set()), p
+    assert tile in {(128, 256), (64, 256)} | ({(64, 128), (128, 128), (128, 192)} if sixteen_bit else set()), p
     assert p["consumers"] == tile[0] // 64
     assert split in (1, 2, 4, 8) and cluster in (1, 2)
     if split > 1:
         assert sixteen_bit and cluster == 1, p
         assert tile == (64, 128) or (tile == (128, 256) and split == 2), p
+    if tile == (128, 192):
+        assert split == 1 and (cluster == 1 or p["b"]["k_major"]), "192-column tiles pair only with a K-major B"
     if p["stream_k"]:
         assert sixteen_bit and tile == (128, 256) and split == 1 and p["stream_k_turns"] > 0, p
         assert p["stream_k_turns"] <= p["turns"]
@@ -115,11 +117,40 @@ def test_128x128_where_64x128_tiles_would_not_fit_in_a_wave():
 
 
 def test_128x128_where_they_make_fewer_rounds():
-    # 1024×5632×2048: 176 tiles of 128×256 take 2 rounds of 132 SMs; 352 of 128×128 take 3, at
-    # about 6/10 of the time each. 2048×5632: 3 rounds against 6: 128×256.
-    p = plan(1024, 5632, 2048)
+    # 1152×5632×2048: 198 tiles of 128×256 take 2 rounds of 132 SMs; 396 of 128×128 take 3, at
+    # about 6/10 of the time each (and 270 of 128×192 three at 8/10). 2048×5632: 3 rounds against
+    # 6: 128×256.
+    p = plan(1152, 5632, 2048)
     assert tuple(p["tile"]) == (128, 128) and "3 rounds" in p["why"]["tile"]
     assert tuple(plan(2048, 5632, 2048)["tile"]) == (128, 256)
+
+
+@pytest.mark.parametrize("M, N, K, why", [
+    (1024, 2560, 8192, "80 tiles of 128x256 in one round, 112 of 128x192 in one"),
+    (512, 5120, 8192, "80 tiles of 128x256, 108 of 128x192"),
+    (1024, 5632, 2048, "176 of 128x256 and 352 of 128x128 in 2 and 3 rounds, 240 of 128x192 in 2"),
+    (2048, 2560, 512, "160 of 128x256 in 2 rounds, 224 of 128x192 in 2"),
+])
+def test_128x192_where_they_make_fewer_rounds(M, N, K, why):
+    p = plan(M, N, K)
+    assert tuple(p["tile"]) == (128, 192) and p["split_k"] == 1 and p["consumers"] == 2, why
+    assert p["why"]["tile"].startswith("128x192") and p["cluster"] == 2
+    assert_supported(p, BF16)
+    # An N-major B (dx's weight): unpaired, its half tile not whole 64-column boxes.
+    q = plan(M, N, K, b_k_major=False)
+    assert tuple(q["tile"]) == (128, 192) and q["cluster"] == 1 and "N-major" in q["why"]["cluster"]
+    assert_supported(q, BF16)
+
+
+@pytest.mark.parametrize("M, N, K, kwargs", [
+    (4096, 4096, 4096, {}),           # 4 rounds of 128x256 against 6 of 128x192
+    (8192, 2560, 4096, {}),           # 5 against 7
+    (1024, 4096, 14336, {}),          # one round of 128 tiles against 2
+    (1024, 2560, 8192, {"dtype": FP32}),
+    (1024, 2560, 8192, {"row_sum": True}),
+])
+def test_128x192_not_where_other_tiles_do_as_well(M, N, K, kwargs):
+    assert tuple(plan(M, N, K, **kwargs)["tile"]) != (128, 192)
 
 
 def test_128x128_needs_more_than_64_rows_and_16_bit():
@@ -191,7 +222,7 @@ def test_stream_k_mode_two_takes_one_round_more():
 @pytest.mark.parametrize("shape, tile, split", [
     ("1x1x128", (64, 128), 1), ("1x1", (64, 256), 1), ("2x1", (128, 256), 1), ("2x2", (128, 256), 2),
     ("2x2x256", (128, 256), 2), ("1x2x128", (64, 128), 2), ("1x4x128", (64, 128), 4),
-    ("1x8x128", (64, 128), 8), ("2x1x128", (128, 128), 1),
+    ("1x8x128", (64, 128), 8), ("2x1x128", (128, 128), 1), ("2x1x192", (128, 192), 1),
 ])
 def test_forced_shape_is_respected(shape, tile, split):
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:
@@ -201,7 +232,7 @@ def test_forced_shape_is_respected(shape, tile, split):
 
 
 @pytest.mark.parametrize("shape", ["3x1", "1x2", "2x2x128", "1x1x64", "x", "", "2", "1x3x128", "1x16x128",
-                                   "2x4"])
+                                   "2x4", "1x1x192", "2x2x192"])
 def test_invalid_forced_shape_is_ignored(shape):
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:
         p, q = plan(M, N, K, shape=shape), plan(M, N, K)

@@ -200,9 +200,19 @@ WGMMA_SMALL_SHAPES = [(1, 1000, 1000, 1000), (1, 1000, 1001, 67), (2, 200, 700, 
 # 64×128 tiles are too many for one wave and the 128×128 ones fit in it or make fewer rounds than
 # 128×256 tiles. On a 132-SM H100/H200: 72–128 tiles in one wave, an edge tile in N (1104
 # columns); C rows of 2001 elements (not 16-byte aligned: stored from registers); batched; a prime
-# K; 360 tiles in 3 rounds with 9 tile rows (a pair with one tile past M).
+# K; 396 tiles in 3 rounds with 9 tile rows (a pair with one tile past M).
 WGMMA_MEDIUM_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 384, 1024, 2048),
-                       (1, 700, 1800, 4099), (1, 1100, 5000, 1000)]
+                       (1, 700, 1800, 4099), (1, 1100, 5632, 1000)]
+
+
+# wgmma_sm90 takes 128×192 tiles (two consumers of 64×192, 16-bit) where the two-consumer tiles it
+# would take otherwise make at most two rounds and these make fewer: paired along M where B is
+# K-major (and K long enough to pair one wave), single blocks where it is N-major (NN, TN). On a
+# 132-SM H100/H200: 112 tiles in one wave, paired; an edge tile in N of 8 columns (2504); C rows of
+# 2501 elements (stored from registers); batched; a prime K with 9 tile rows (a pair with one tile
+# past M); 224 tiles in 2 rounds.
+WGMMA_MID_SHAPES = [(1, 1024, 2560, 2048), (1, 1000, 2504, 1100), (1, 1000, 2501, 577),
+                    (2, 512, 2560, 1024), (1, 1100, 2300, 4099), (1, 2048, 2560, 512)]
 
 
 # wgmma_sm90 splits each 64×128 tile along K in 2, 4 or 8 slices (a cluster) where even those tiles
@@ -221,6 +231,7 @@ WGMMA_PATH_PLANS = {
     "small_tiles": (lambda: WGMMA_SMALL_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] == 1),
     "medium_tiles": (lambda: WGMMA_MEDIUM_SHAPES,
                      lambda p: tuple(p["tile"]) == (128, 128) and p["cluster"] == 2),
+    "mid_tiles": (lambda: WGMMA_MID_SHAPES, lambda p: tuple(p["tile"]) == (128, 192)),
     "small_split_k": (lambda: WGMMA_SMALL_SPLIT_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] > 1),
     "stream_k": (lambda: WGMMA_STREAM_K_SHAPES, lambda p: tuple(p["tile"]) == (128, 256) and p["stream_k"]),
 }
@@ -251,6 +262,7 @@ WGMMA_STREAM_K_SHAPES = [(1, 2048, 4352, 4096), (1, 2100, 4000, 2600), (1, 2200,
 WGMMA_SIXTEEN_BIT_PATHS = {
     "small_tiles": (WGMMA_SMALL_SHAPES, [(1000, 1000, 1000), (130, 250, 127)]),
     "medium_tiles": (WGMMA_MEDIUM_SHAPES, [(1024, 1104, 2100), (1000, 2001, 2500)]),
+    "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
     "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 4099), (20, 1000, 8200)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(2048, 4352, 4096), (2200, 4001, 2600)]),
 }
@@ -310,6 +322,15 @@ def check_wgmma_under_env(tag, shapes, layouts, env, script=ENV_SCRIPT):
 def test_wgmma_forced_small_split(shape):
     check_wgmma_under_env(f"forced_split {shape}", [(70, 300, 100), (5, 129, 1), (64, 256, 131), (130, 1000, 577)],
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": shape})
+
+
+# 128×192 tiles forced (TORCH_GEMM_WGMMA_SHAPE=2x1x192) onto shapes the plan gives other tiles: a
+# single tile, K of 1, edge tiles in M and N, C rows of 1001 elements, every layout (pairs where B
+# is K-major).
+@requires_cuda
+def test_wgmma_forced_mid_tiles():
+    check_wgmma_under_env("forced_mid", [(70, 300, 100), (5, 129, 1), (130, 1000, 577), (1000, 1001, 67)],
+                          LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": "2x1x192"})
 
 
 # 128×256 tiles split along K in two (TORCH_GEMM_WGMMA_SHAPE=2x2; the plan takes 128×128 tiles

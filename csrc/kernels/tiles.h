@@ -14,11 +14,13 @@ constexpr int64_t kWarptileBlockN = 128;
 // wgmma_sm90's block tiles (kernel="auto" runs tf32 on them where M and N fill 128 rows): 128×256
 // with two consumer warpgroups; 64-row tiles (kWgmmaNarrowBlockM, one consumer) where the 128-row
 // ones would not fill half the SMs; 64×128 (kWgmmaSmallBlockN, 16-bit) where even those would
-// not. sm90/heuristics.h has the rules.
+// not; 128×192 (kWgmmaMidBlockN, 16-bit) where its tiles make fewer rounds of the SMs than the
+// 256- or 128-column ones. sm90/heuristics.h has the rules.
 constexpr int64_t kWgmmaBlockM = 128;
 constexpr int64_t kWgmmaNarrowBlockM = 64;
 constexpr int64_t kWgmmaBlockN = 256;
 constexpr int64_t kWgmmaSmallBlockN = 128;
+constexpr int64_t kWgmmaMidBlockN = 192;
 
 // Rows of A at or below which kernel="auto" takes gemv where B's columns are contiguous: for the
 // 16-bit types one (from two rows on, wgmma's tiles were mostly faster), for float32 and float64

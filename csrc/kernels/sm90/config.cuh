@@ -12,8 +12,9 @@ namespace torch_gemm {
 
 // The tile and pipeline for operand type T (bf16/fp16, or fp32 read as tf32), kConsumers
 // consumer warpgroups (2: 128-row tiles; 1: 64-row tiles, twice as many, for shapes whose 128-row
-// tiles would leave most SMs idle) and kMmaN columns (256; or 128, twice as many tiles again:
-// see choose_shape in heuristics.cpp; for tf32, 3xTF32's kPromoted). Every size is in bytes of
+// tiles would leave most SMs idle) and kMmaN columns (256; or 128, twice as many tiles again;
+// or 192, 16-bit with two consumers, whose tile counts fall between: see choose_shape in
+// heuristics.cpp; for tf32, 3xTF32's kPromoted). Every size is in bytes of
 // 128-byte swizzled rows, so the 16-bit and tf32 kernels share one shape: a k-tile is one
 // 128-byte row of K (64 or 32 elements), a wgmma reads 32 bytes of it.
 template <typename T, int kConsumers_ = 2, int kMmaN_ = 256>
@@ -25,12 +26,13 @@ struct WgmmaConfig {
   static constexpr int kMmaM = 64;                 // wgmma's M per warpgroup
   static constexpr int kMmaN = kMmaN_;             // 256, wgmma's largest: B read once per k-step
   static constexpr int kMmaK = 32 / kElementBytes; // K per wgmma: 16 (16-bit) or 8 (tf32)
-  static constexpr int kAccumulators = kMmaM * kMmaN / 128;  // fp32 a thread: 128 (or 64)
+  static constexpr int kAccumulators = kMmaM * kMmaN / 128;  // fp32 a thread: 128 (96, 64)
   static constexpr int kConsumers = kConsumers_;   // consumer warpgroups, 64 rows of C each
   static constexpr int kBlockM = kConsumers * kMmaM;  // 128 (or 64) rows of C per tile
-  static constexpr int kBlockN = kMmaN;               // 256 (or 128) columns of C per tile
+  static constexpr int kBlockN = kMmaN;               // 256 (192, 128) columns of C per tile
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
-  static_assert(kMmaN == 256 || kMmaN == 128, "256- or 128-column tiles");
+  static_assert(kMmaN == 256 || kMmaN == 128 || (kMmaN == 192 && !kTf32 && kConsumers == 2),
+                "256- or 128-column tiles, or 192-column 16-bit tiles of two consumers");
   // tf32's 128-column tiles are 3xTF32's inner product (wgmma_sm90_3xtf32), and only that: both
   // operands already split into TF32 values, K-major, so that A too is read from shared memory;
   // each k-tile's products are summed on the tensor cores into a fresh set of registers and then
@@ -38,14 +40,17 @@ struct WgmmaConfig {
   // second and third set of 64×128 sums beside them.
   static constexpr bool kPromoted = kTf32 && kMmaN == 128;
   static_assert(kBlockM == (kConsumers == 2 ? kWgmmaBlockM : kWgmmaNarrowBlockM) &&
-                    kBlockN == (kMmaN == 256 ? kWgmmaBlockN : kWgmmaSmallBlockN),
+                    kBlockN == (kMmaN == 256   ? kWgmmaBlockN
+                                : kMmaN == 192 ? kWgmmaMidBlockN
+                                               : kWgmmaSmallBlockN),
                 "tiles.h tells auto and the plan the tiles");
   // k-tiles in flight, 48 KB each (40 KB with one consumer): 4 leave room for two 8 KB epilogue
   // boxes per consumer, or 4–8 with one (3 stages beside a whole-tile ring of boxes were no
   // faster, benchmarks/NOTES.md). 64×128 tiles take 24 KB a k-tile: 8 in flight, on shapes whose
   // loop waits on L2. 128×128 tiles take 32 KB: 6, beside a whole tile of 16-bit boxes (fp32 C,
-  // 3xTF32's, takes two rounds of the ring's 2).
-  static constexpr int kStages = kMmaN == 256 ? 4 : (kConsumers == 1 ? 8 : 6);
+  // 3xTF32's, takes two rounds of the ring's 2). 128×192 tiles take 40 KB: 5, beside one box per
+  // consumer, which is all their deferred stores fill at a time (Epilogue::kPendingRing).
+  static constexpr int kStages = kMmaN == 256 ? 4 : kMmaN == 192 ? 5 : (kConsumers == 1 ? 8 : 6);
   // The first tile's first k-tiles are copied from the kernel's prologue, ahead of the producer
   // loop (see the kernel): kEarlyFirst of them before the start barrier, the rest of
   // kEarlyStages right after it, multicast on one-consumer tiles (on two-consumer tiles, whose
@@ -79,7 +84,7 @@ struct WgmmaConfig {
   // that runs while the consumers go on to the next tile. Each consumer cycles through
   // kEpilogueBoxes such buffers: as many as fit beside the stages, at most a whole 64×256 tile.
   static constexpr int kBoxCols = kSwizzleBytes / kElementBytes;  // 64 (16-bit) or 32 (fp32)
-  static constexpr int kBoxesPerTile = kBlockN / kBoxCols;        // per consumer: 4 or 8 (2)
+  static constexpr int kBoxesPerTile = kBlockN / kBoxCols;        // per consumer: 4 or 8 (3, 2)
   static constexpr int kBoxBytes = kMmaM * kSwizzleBytes;         // 8 KB
   static constexpr int kSmemLimit = 227 * 1024;  // sm_90's dynamic shared memory per block
   static constexpr int kPipelineBytes = kStages * (kStageBytesA + kStageBytesB);

@@ -18,6 +18,13 @@ using F = KernelFacts;
 // benchmarks/NOTES.md: 0.58–0.64), so that its twice as many tiles pay where they make fewer
 // rounds of the resident blocks: ⌈tiles₁₂₈ / SMs⌉ · 6 < ⌈tiles₂₅₆ / SMs⌉ · 10.
 constexpr int64_t kMediumTileCostTenths = 6;
+// A 128×192 tile's time in tenths of a 128×256 one's, by shared memory's traffic: three quarters
+// of the product, at about 0.92 of the 128×256 tile's pace where the 128×128 tile keeps 0.8 (which
+// predicts its measured 0.58–0.64). Taken where its tiles make fewer rounds than the 256- or
+// 128-column ones at their costs, and at most kMidMaxRounds: a product of between about a half and
+// two rounds of 128×256 tiles, which otherwise leaves many SMs idle in its last round.
+constexpr int64_t kMidTileCostTenths = 8;
+constexpr int64_t kMidMaxRounds = 2;
 // Pairs on one wave of two-consumer tiles: 16-bit, K of at least this many k-tiles (session 22:
 // 32 and more equal or faster paired; session 9: 16 slower).
 constexpr int64_t kPairOneWaveMinKTiles = 32;
@@ -154,8 +161,9 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
                                           split_k == F::kMaxSmallSlices)) ||
                       (consumers == 2 && split_k == 1));
   const bool split = split_k == F::kSplitSlices && consumers == 2 && block_n == kWgmmaBlockN;
+  const bool mid = block_n == kWgmmaMidBlockN && consumers == 2 && split_k == 1;
   if (fields >= 2 && (consumers == 1 || consumers == 2) && (split_k == 1 || split || small) &&
-      (block_n == kWgmmaBlockN || small)) {
+      (block_n == kWgmmaBlockN || small || mid)) {
     o.consumers = consumers, o.split_k = split_k, o.block_n = block_n;
   }
   o.clusters = cluster == nullptr || cluster[0] != '1';
@@ -175,7 +183,10 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // many for one wave, 16-bit products of more than 64 rows take 128×128 tiles (two consumers of
 // 64×128) where those fit in one wave (and so fill more than half of it), or where they make
 // fewer rounds than the 128×256 tiles at kMediumTileCostTenths a tile: a few hundred to a few
-// thousand rows against a weight. (Measurements: benchmarks/NOTES.md.)
+// thousand rows against a weight. Where the two-consumer tiles chosen so make at most two rounds,
+// 128×192 tiles take their place if they make fewer rounds at kMidTileCostTenths a tile: about a
+// half to two rounds of 128×256 tiles (e.g. 1024 rows against 2560 columns: 80 tiles of 128×256,
+// 112 of 128×192). (Measurements: benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
@@ -185,7 +196,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   shape.wide_tiles = wide_m * tiles_n * p.batch;
   shape.small_tiles = narrow_m * ceil_div(p.N, kWgmmaSmallBlockN) * p.batch;
   shape.medium_tiles = wide_m * ceil_div(p.N, kWgmmaSmallBlockN) * p.batch;
-  const int64_t wide = shape.wide_tiles, medium = shape.medium_tiles;
+  shape.mid_tiles = wide_m * ceil_div(p.N, kWgmmaMidBlockN) * p.batch;
+  const int64_t wide = shape.wide_tiles, medium = shape.medium_tiles, mid = shape.mid_tiles;
   shape.consumers = wide < sms / 2 ? 1 : 2;
   shape.tile_rule = shape.consumers == 1 ? TileRule::kNarrow : TileRule::kWide;
   const bool splittable = can_split(p);
@@ -207,6 +219,15 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     shape.consumers = 2, shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
     shape.tile_rule = TileRule::kMedium;
   }
+  if (splittable && shape.consumers == 2) {
+    const int64_t chosen = shape.tile_rule == TileRule::kMedium
+                               ? rounds(medium) * kMediumTileCostTenths
+                               : rounds(wide) * 10;
+    if (rounds(mid) <= kMidMaxRounds && rounds(mid) * kMidTileCostTenths < chosen) {
+      shape.block_n = static_cast<int>(kWgmmaMidBlockN);
+      shape.tile_rule = TileRule::kMid;
+    }
+  }
   if (p.tf32_promoted) {
     // 3xTF32's inner product: the promoted tf32 tiles are 128 columns wide; one consumer where
     // the 128×128 tiles would leave more than half the SMs idle (or as forced).
@@ -226,7 +247,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   // 16-bit loop of at least kPairOneWaveMinKTiles, which L2's bandwidth bounds; with a shorter K,
   // or tf32 (not measured), the pair's start and its stages waiting on both blocks' copies cost
   // more (benchmarks/NOTES.md, sessions 9 and 22).
-  const int64_t two_consumer_tiles = shape.block_n == kWgmmaBlockN ? wide : medium;
+  const int64_t two_consumer_tiles =
+      shape.block_n == kWgmmaBlockN ? wide : shape.block_n == kWgmmaMidBlockN ? mid : medium;
   const bool one_short_wave = shape.consumers == 2 && two_consumer_tiles <= sms &&
                               (!sixteen_bit(p) || k_tiles < kPairOneWaveMinKTiles);
   if (shape.split_k != 1) {
@@ -237,6 +259,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     shape.cluster_rule = ClusterRule::kOneTileRow;
   } else if (one_short_wave) {
     shape.cluster_rule = ClusterRule::kOneWave;
+  } else if (shape.block_n == kWgmmaMidBlockN && !plan_wgmma(p).b.k_major) {
+    shape.cluster_rule = ClusterRule::kMidNMajor;
   } else {
     shape.cluster_rule = ClusterRule::kPairs;
   }
@@ -538,6 +562,19 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                           "/10 of a 128x256 tile's time, where the " + wide + " make " +
                           str(ceil_div(s.wide_tiles, sms)));
       break;
+    case TileRule::kMid: {
+      const auto rounds_of = [sms](int64_t tiles) {
+        const int64_t n = ceil_div(tiles, sms);
+        return str(n) + (n == 1 ? " round" : " rounds");
+      };
+      r.tile = "128x192, two consumer warpgroups: the " + str(s.mid_tiles) + " tiles of 128x192 make " +
+               rounds_of(s.mid_tiles) + " of the " + str(sms) + " SMs at about " +
+               str(kMidTileCostTenths) + "/10 of a 128x256 tile's time each, where the " + wide +
+               " make " + rounds_of(s.wide_tiles) + " and the " + str(s.medium_tiles) +
+               " tiles of 128x128 " + rounds_of(s.medium_tiles) + " at " +
+               str(kMediumTileCostTenths) + "/10";
+      break;
+    }
     case TileRule::kForced:
       r.tile = tile_name(s.block_m(), s.block_n) + ": forced by TORCH_GEMM_WGMMA_SHAPE";
       break;
@@ -587,6 +624,10 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     case ClusterRule::kOneTileRow:
       r.cluster = "single blocks: one tile row, nothing to pair along M";
+      break;
+    case ClusterRule::kMidNMajor:
+      r.cluster = "single blocks: B is N-major, and half of a 192-column tile of it would not be "
+                  "whole 64-column boxes to multicast";
       break;
     case ClusterRule::kOneWave:
       r.cluster = "single blocks: every block has one tile (one wave) " +

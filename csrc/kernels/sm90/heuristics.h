@@ -31,9 +31,9 @@ struct KernelFacts {
 // per process and passes them in, so that the plan depends on its arguments alone.
 struct Overrides {
   // TORCH_GEMM_WGMMA_SHAPE=CxS[xN]: C consumer warpgroups (1: 64-row tiles, 2: 128-row), S slices
-  // of K (1; 2 with 2x2; 2, 4 or 8 with 1xSx128) and N columns a tile (256, or 128: 1xSx128 and
-  // 2x1x128); split K and 128 columns take 16-bit products without row sums. consumers 0: unset,
-  // the plan chooses.
+  // of K (1; 2 with 2x2; 2, 4 or 8 with 1xSx128) and N columns a tile (256; 128: 1xSx128 and
+  // 2x1x128; 192: 2x1x192); split K and 128 or 192 columns take 16-bit products without row sums.
+  // consumers 0: unset, the plan chooses.
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
   bool clusters = true;    // TORCH_GEMM_WGMMA_CLUSTER=1: no pairs sharing B
   int stream_k = 1;        // TORCH_GEMM_WGMMA_STREAM_K=0|1|2: off; the last partial round; and one more
@@ -49,14 +49,14 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
                           const char* max_clusters, const char* store);
 
 // Which rule set the tile and the clusters (for explain's reasons).
-enum class TileRule { kWide, kNarrow, kSmall, kSmallSplit, kMedium, kForced, kPromoted };
-enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave };
+enum class TileRule { kWide, kNarrow, kSmall, kSmallSplit, kMedium, kMid, kForced, kPromoted };
+enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kMidNMajor };
 
 // How a product is spread over the blocks: the tile (consumers × 64 rows, block_n columns),
 // pairs of blocks sharing B (clusters), or split_k slices of K per 128×256 or 64×128 tile.
 struct Shape {
   int consumers = 2;
-  int block_n = static_cast<int>(kWgmmaBlockN);  // or kWgmmaSmallBlockN (one consumer, 16-bit)
+  int block_n = static_cast<int>(kWgmmaBlockN);  // or kWgmmaSmallBlockN, kWgmmaMidBlockN (16-bit)
   bool clusters = false;
   int split_k = 1;
   int64_t sms = 1;  // the multiprocessors it was chosen for
@@ -65,6 +65,7 @@ struct Shape {
   int64_t wide_tiles = 0;    // 128×256 tiles over the batch
   int64_t small_tiles = 0;   // 64×128 tiles over the batch
   int64_t medium_tiles = 0;  // 128×128 tiles over the batch
+  int64_t mid_tiles = 0;     // 128×192 tiles over the batch
 
   int block_m() const { return consumers * static_cast<int>(kWgmmaNarrowBlockM); }
   int cluster_m() const { return clusters ? 2 : 1; }

@@ -323,7 +323,7 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
 }
 
 // The kernel for the plan's clusters and K slices (split-K: 16-bit, 128×256 tiles in two
-// slices, 64×128 tiles in 2, 4 or 8).
+// slices, 64×128 tiles in 2, 4 or 8; 128×192 tiles unsplit, paired only with a K-major B).
 template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB>
 LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
                            const CUtensorMap& map_c, const WgmmaParams& wp, const sm90::Plan& plan,
@@ -351,10 +351,18 @@ LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
         break;
     }
   }
-  return plan.shape.clusters ? launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 2, 1>(
-                                   map_a, map_b, map_c, wp, plan, stream)
-                             : launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 1>(
-                                   map_a, map_b, map_c, wp, plan, stream);
+  if constexpr (kMmaN == kWgmmaMidBlockN && !kKMajorB) {
+    // Half of a 192-column tile of an N-major B is not whole 64-column boxes: the plan pairs
+    // these tiles only where B is K-major.
+    if (plan.shape.clusters) return refuse("128x192 tiles pair only where B is K-major");
+    return launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 1>(map_a, map_b, map_c, wp,
+                                                                         plan, stream);
+  } else {
+    return plan.shape.clusters ? launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 2, 1>(
+                                     map_a, map_b, map_c, wp, plan, stream)
+                               : launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 1>(
+                                     map_a, map_b, map_c, wp, plan, stream);
+  }
 }
 
 template <typename T> constexpr CUtensorMapDataType kTensorMapType = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
@@ -370,7 +378,13 @@ struct WgmmaLauncher {
       if (p.M == 0 || p.N == 0 || p.batch == 0) return {};
       const sm90::Plan plan = sm90::plan_call(p, sm_count_of(p), overrides());
       if (!plan.fits_int) return refuse("extents past 32 bits");
-      // 128-column tiles: 16-bit, or (float) 3xTF32's promoted tf32 ones.
+      // 128-column tiles: 16-bit, or (float) 3xTF32's promoted tf32 ones; 192-column: 16-bit.
+      if constexpr (!std::is_same_v<T, float>) {
+        if (plan.shape.block_n == kWgmmaMidBlockN) {
+          if (plan.shape.consumers != 2) return refuse("128x192 tiles take two consumers");
+          return run_config<2, kWgmmaMidBlockN>(plan, p, stream);
+        }
+      }
       if (plan.shape.block_n == kWgmmaSmallBlockN) {
         return plan.shape.consumers == 1 ? run_config<1, kWgmmaSmallBlockN>(plan, p, stream)
                                          : run_config<2, kWgmmaSmallBlockN>(plan, p, stream);

@@ -257,9 +257,10 @@ __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
 }
 
-// A wgmma's accumulators as asm operands: d[0..63] are %0..%63 (m64n128), d[0..127] %0..%127
-// (m64n256); its other inputs follow them.
+// A wgmma's accumulators as asm operands: d[0..63] are %0..%63 (m64n128), d[0..95] %0..%95
+// (m64n192), d[0..127] %0..%127 (m64n256); its other inputs follow them.
 #define TORCH_GEMM_ACC_REGS_LOW "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define TORCH_GEMM_ACC_REGS_MID "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 #define TORCH_GEMM_ACC_REGS_HIGH "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 #define TORCH_GEMM_ACC8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define TORCH_GEMM_ACC64(i) TORCH_GEMM_ACC8(i), TORCH_GEMM_ACC8(i + 8), TORCH_GEMM_ACC8(i + 16), TORCH_GEMM_ACC8(i + 24), TORCH_GEMM_ACC8(i + 32), TORCH_GEMM_ACC8(i + 40), TORCH_GEMM_ACC8(i + 48), TORCH_GEMM_ACC8(i + 56)
@@ -278,10 +279,12 @@ __device__ __forceinline__ void setmaxnreg_inc() {
                : __VA_ARGS__)
 #define TORCH_GEMM_ACC_REGS_256 TORCH_GEMM_ACC_REGS_LOW ", " TORCH_GEMM_ACC_REGS_HIGH
 #define TORCH_GEMM_ACC_256 TORCH_GEMM_ACC64(0), TORCH_GEMM_ACC64(64)
+#define TORCH_GEMM_ACC_REGS_192 TORCH_GEMM_ACC_REGS_LOW ", " TORCH_GEMM_ACC_REGS_MID
+#define TORCH_GEMM_ACC_192 TORCH_GEMM_ACC64(0), TORCH_GEMM_ACC8(64), TORCH_GEMM_ACC8(72), TORCH_GEMM_ACC8(80), TORCH_GEMM_ACC8(88)
 
 // D (64×kMmaN, fp32, in registers: kMmaN / 2 a thread) = A (64×kMmaK, smem) · B (kMmaK×kMmaN,
 // smem) + (accumulate ? D : 0) for one warpgroup, asynchronously (wgmma_commit / wgmma_wait), kMmaN
-// 256 or 128 by the accumulators' count. kTransA/kTransB: 1 where the operand's shared tile is
+// 256, 192 or 128 by the accumulators' count. kTransA/kTransB: 1 where the operand's shared tile is
 // MN-major (wgmma transposes it on read; 16-bit only). T = float: tf32, m64n128 only (3xTF32's
 // promoted tiles), both tiles K-major and already TF32 values (the tensor cores drop the low
 // bits of what they read).
@@ -291,7 +294,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[kCount], uint64_t desc_a, ui
   static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half> ||
                     std::is_same_v<T, float>,
                 "16-bit or tf32 operands");
-  static_assert(kCount == 128 || kCount == 64, "m64n256 or m64n128");
+  static_assert(kCount == 128 || kCount == 96 || kCount == 64, "m64n256, m64n192 or m64n128");
   static_assert(!std::is_same_v<T, float> || (kCount == 64 && kTransA == 0 && kTransB == 0),
                 "tf32 from shared memory: m64n128, K-major tiles");
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
@@ -306,6 +309,14 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[kCount], uint64_t desc_a, ui
   } else if constexpr (kCount == 128) {
     TORCH_GEMM_WGMMA("m64n256k16.f32.f16.f16", TORCH_GEMM_ACC_REGS_256, TORCH_GEMM_ACC_256,
                      "%132", "%128, %129, accumulate, 1, 1, %130, %131", "l"(desc_a), "l"(desc_b),
+                     "n"(kTransA), "n"(kTransB), "r"(accumulate));
+  } else if constexpr (kCount == 96 && kBf16) {
+    TORCH_GEMM_WGMMA("m64n192k16.f32.bf16.bf16", TORCH_GEMM_ACC_REGS_192, TORCH_GEMM_ACC_192,
+                     "%100", "%96, %97, accumulate, 1, 1, %98, %99", "l"(desc_a), "l"(desc_b),
+                     "n"(kTransA), "n"(kTransB), "r"(accumulate));
+  } else if constexpr (kCount == 96) {
+    TORCH_GEMM_WGMMA("m64n192k16.f32.f16.f16", TORCH_GEMM_ACC_REGS_192, TORCH_GEMM_ACC_192,
+                     "%100", "%96, %97, accumulate, 1, 1, %98, %99", "l"(desc_a), "l"(desc_b),
                      "n"(kTransA), "n"(kTransB), "r"(accumulate));
   } else if constexpr (kBf16) {
     TORCH_GEMM_WGMMA("m64n128k16.f32.bf16.bf16", TORCH_GEMM_ACC_REGS_LOW, TORCH_GEMM_ACC64(0),
@@ -330,6 +341,9 @@ __device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], const uint
 }
 
 #undef TORCH_GEMM_ACC_256
+#undef TORCH_GEMM_ACC_192
+#undef TORCH_GEMM_ACC_REGS_192
+#undef TORCH_GEMM_ACC_REGS_MID
 #undef TORCH_GEMM_ACC_REGS_256
 #undef TORCH_GEMM_WGMMA
 #undef TORCH_GEMM_ACC64
