@@ -113,10 +113,18 @@ DEFAULT_CASES = (
          "wgmma_sm90", 64, 256, 4096, expect={"tile": (64, 128), "split_k": 4}),
     Case("wgmma 64x128 split 8", "1 tile of 64x128, 128 k-tiles: 8 slices of 16 (a cluster of 8)",
          "wgmma_sm90", 64, 128, 8192, expect={"tile": (64, 128), "split_k": 8}),
-    Case("wgmma 128x128 pairs", "10x35 = 350 tiles of 128x128 take fewer rounds than 10x18 of "
-         "128x256 cost",
-         "wgmma_sm90", 1250, 4400, 320,
+    Case("wgmma 128x128 pairs", "9x44 = 396 tiles of 128x128 take fewer rounds than 9x22 of "
+         "128x256 cost (9x30 of 128x192 would take 3)",
+         "wgmma_sm90", 1152, 5632, 320,
          expect={"tile": (128, 128), "consumers": 2, "cluster": 2, "split_k": 1}),
+    Case("wgmma 128x192 pairs", "8x14 = 112 tiles of 128x192 fill one round where 8x10 of "
+         "128x256 leave 52 SMs idle; 32 k-tiles, so pairs share B",
+         "wgmma_sm90", 1024, 2560, 2048,
+         expect={"tile": (128, 192), "consumers": 2, "cluster": 2, "split_k": 1}),
+    Case("wgmma 128x192 single N-major", "the same with B row-major (N-major): half of its "
+         "192-column tile is not whole 64-column boxes, so single blocks; edge tiles in M and N",
+         "wgmma_sm90", 1000, 2504, 1100, b_k_major=False,
+         expect={"tile": (128, 192), "consumers": 2, "cluster": 1, "split_k": 1}),
     Case("wgmma repack odd leading dimension", "K = 2050 bf16: A's and B's rows are 4100 bytes, "
          "not a multiple of the 16 TMA needs, so both are copied into the workspace first",
          "wgmma_sm90", 250, 4264, 2050,

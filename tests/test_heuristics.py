@@ -130,6 +130,7 @@ def test_128x128_where_they_make_fewer_rounds():
     (512, 5120, 8192, "80 tiles of 128x256, 108 of 128x192"),
     (1024, 5632, 2048, "176 of 128x256 and 352 of 128x128 in 2 and 3 rounds, 240 of 128x192 in 2"),
     (2048, 2560, 512, "160 of 128x256 in 2 rounds, 224 of 128x192 in 2"),
+    (1024, 5120, 2560, "160 of 128x256 in 2 rounds, too short a K (40 k-tiles) for stream-K"),
 ])
 def test_128x192_where_they_make_fewer_rounds(M, N, K, why):
     p = plan(M, N, K)
@@ -143,6 +144,8 @@ def test_128x192_where_they_make_fewer_rounds(M, N, K, why):
 
 
 @pytest.mark.parametrize("M, N, K, kwargs", [
+    (1024, 5120, 14336, {}),          # 2 rounds of 128x256, the last dealt out by stream-K (nor 128x128)
+    (1024, 5120, 5120, {}),           # the same from 41 k-tiles on (80 here)
     (4096, 4096, 4096, {}),           # 4 rounds of 128x256 against 6 of 128x192
     (8192, 2560, 4096, {}),           # 5 against 7
     (1024, 4096, 14336, {}),          # one round of 128 tiles against 2
@@ -151,6 +154,15 @@ def test_128x192_where_they_make_fewer_rounds(M, N, K, why):
 ])
 def test_128x192_not_where_other_tiles_do_as_well(M, N, K, kwargs):
     assert tuple(plan(M, N, K, **kwargs)["tile"]) != (128, 192)
+
+
+def test_128x256_with_stream_k_over_fewer_rounds_of_narrower_tiles():
+    # 1024×5120×14336: 80 pairs of 128×256 on 66, stream-K taking the last 14 turns; 128×128 tiles
+    # would make 3 rounds against 2 at 6/10 a tile, but lost to it by 15% (H200, session 26).
+    p = plan(1024, 5120, 14336, max_active_clusters=66)
+    assert tuple(p["tile"]) == (128, 256) and p["stream_k"]
+    # Stream-K off: the rounds decide again.
+    assert tuple(plan(1024, 5120, 14336, stream_k="0")["tile"]) != (128, 256)
 
 
 def test_128x128_needs_more_than_64_rows_and_16_bit():

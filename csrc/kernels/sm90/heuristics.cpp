@@ -23,7 +23,7 @@ constexpr int64_t kMediumTileCostTenths = 6;
 // predicts its measured 0.58–0.64). Taken where its tiles make fewer rounds than the 256- or
 // 128-column ones at their costs, and at most kMidMaxRounds: a product of between about a half and
 // two rounds of 128×256 tiles, which otherwise leaves many SMs idle in its last round.
-constexpr int64_t kMidTileCostTenths = 8;
+constexpr int64_t kMidTileCostTenths = 8;  // measured 0.803 (H200, tune_plan, 120 products)
 constexpr int64_t kMidMaxRounds = 2;
 // Pairs on one wave of two-consumer tiles: 16-bit, K of at least this many k-tiles (session 22:
 // 32 and more equal or faster paired; session 9: 16 slower).
@@ -182,11 +182,13 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // in one wave of clusters, so that more SMs stream a part of B. Where the 64×128 tiles are too
 // many for one wave, 16-bit products of more than 64 rows take 128×128 tiles (two consumers of
 // 64×128) where those fit in one wave (and so fill more than half of it), or where they make
-// fewer rounds than the 128×256 tiles at kMediumTileCostTenths a tile: a few hundred to a few
+// fewer rounds than the 128×256 tiles at kMediumTileCostTenths a tile and stream-K would not deal
+// out the 128×256 tiles' last round: a few hundred to a few
 // thousand rows against a weight. Where the two-consumer tiles chosen so make at most two rounds,
-// 128×192 tiles take their place if they make fewer rounds at kMidTileCostTenths a tile: about a
-// half to two rounds of 128×256 tiles (e.g. 1024 rows against 2560 columns: 80 tiles of 128×256,
-// 112 of 128×192). (Measurements: benchmarks/NOTES.md.)
+// 128×192 tiles take their place if they make fewer rounds at kMidTileCostTenths a tile, unless
+// stream-K would deal out the 128×256 tiles' last round: about a half to two rounds of 128×256
+// tiles (e.g. 1024 rows against 2560 columns: 80 tiles of 128×256, 112 of 128×192).
+// (Measurements: benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
@@ -203,6 +205,17 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const bool splittable = can_split(p);
   const int64_t k_tiles = ceil_div(p.K, k_tile_elements(p));
   const auto rounds = [sms](int64_t tiles) { return ceil_div(tiles, sms); };
+  // Whether 128×256 tiles would have their last round dealt out by stream-K (as plan_grid would,
+  // on sms / 2 resident pairs): then they keep the SMs busy already, and narrower tiles that make
+  // fewer whole rounds lost with a long K and tied from about 80 k-tiles (benchmarks/NOTES.md,
+  // session 26). Only 16-bit two-consumer products take stream-K.
+  const int64_t wide_cluster = wide_m >= 2 ? 2 : 1;
+  const int64_t slots = std::min<int64_t>(sms / wide_cluster, o.max_clusters);
+  StreamKRule wide_stream_k = StreamKRule::kOff;
+  const bool wide_streams_k =
+      o.stream_k != 0 && slots > 0 && wide >= sms / 2 &&
+      stream_k_turns(ceil_div(wide_m, wide_cluster) * tiles_n * p.batch, slots, k_tiles, o,
+                     &wide_stream_k) > 0;
   if (splittable && shape.consumers == 1 && shape.small_tiles <= sms) {
     shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
     shape.tile_rule = TileRule::kSmall;
@@ -215,7 +228,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kSmallSplit;
   } else if (splittable && narrow_m >= 2 &&
              (medium <= sms ||
-              rounds(medium) * kMediumTileCostTenths < rounds(wide) * 10)) {
+              (!wide_streams_k && rounds(medium) * kMediumTileCostTenths < rounds(wide) * 10))) {
     shape.consumers = 2, shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
     shape.tile_rule = TileRule::kMedium;
   }
@@ -223,7 +236,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     const int64_t chosen = shape.tile_rule == TileRule::kMedium
                                ? rounds(medium) * kMediumTileCostTenths
                                : rounds(wide) * 10;
-    if (rounds(mid) <= kMidMaxRounds && rounds(mid) * kMidTileCostTenths < chosen) {
+    if (!wide_streams_k && rounds(mid) <= kMidMaxRounds &&
+        rounds(mid) * kMidTileCostTenths < chosen) {
       shape.block_n = static_cast<int>(kWgmmaMidBlockN);
       shape.tile_rule = TileRule::kMid;
     }
