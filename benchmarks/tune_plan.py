@@ -155,7 +155,8 @@ def fit(rows: Sequence[dict], sms: int) -> dict:
 
 def fit_text(result: dict) -> str:
     lines = []
-    for key, constant, tile in (("medium", "kMediumTileCostTenths", "128x128"), ("mid", "kMidTileCostTenths", "128x192")):
+    tiles_fitted = (("medium", "kMediumTileCostTenths", "128x128"), ("mid", "kMidTileCostTenths", "128x192"))
+    for key, constant, tile in tiles_fitted:
         cost = result[f"{key}_tile_cost"]
         lines.append(f"{constant}: {'-' if cost is None else round(10 * cost)} "
                      f"(a {tile} tile takes {'-' if cost is None else f'{cost:.3f}'} of a 128x256 tile's time, "

@@ -131,6 +131,7 @@ def test_128x128_where_they_make_fewer_rounds():
     (1024, 5632, 2048, "176 of 128x256 and 352 of 128x128 in 2 and 3 rounds, 240 of 128x192 in 2"),
     (2048, 2560, 512, "160 of 128x256 in 2 rounds, 224 of 128x192 in 2"),
     (1024, 5120, 2560, "160 of 128x256 in 2 rounds, too short a K (40 k-tiles) for stream-K"),
+    (1024, 5120, 5120, "160 of 128x256 in 2 rounds, stream-K on the last, but only 80 k-tiles"),
 ])
 def test_128x192_where_they_make_fewer_rounds(M, N, K, why):
     p = plan(M, N, K)
@@ -145,7 +146,9 @@ def test_128x192_where_they_make_fewer_rounds(M, N, K, why):
 
 @pytest.mark.parametrize("M, N, K, kwargs", [
     (1024, 5120, 14336, {}),          # 2 rounds of 128x256, the last dealt out by stream-K (nor 128x128)
-    (1024, 5120, 5120, {}),           # the same from 41 k-tiles on (80 here)
+    (1024, 5120, 14336, {"cluster": "1"}),  # the same unpaired: 160 turns over 132 blocks
+    (64, 20000, 4096, {}),            # 64 rows: a 128-row tile would be half empty
+    (2048, 2560, 64, {}),             # one k-tile (dW of 64 tokens): not measured
     (4096, 4096, 4096, {}),           # 4 rounds of 128x256 against 6 of 128x192
     (8192, 2560, 4096, {}),           # 5 against 7
     (1024, 4096, 14336, {}),          # one round of 128 tiles against 2
@@ -158,9 +161,11 @@ def test_128x192_not_where_other_tiles_do_as_well(M, N, K, kwargs):
 
 def test_128x256_with_stream_k_over_fewer_rounds_of_narrower_tiles():
     # 1024×5120×14336: 80 pairs of 128×256 on 66, stream-K taking the last 14 turns; 128×128 tiles
-    # would make 3 rounds against 2 at 6/10 a tile, but lost to it by 15% (H200, session 26).
+    # would make 3 rounds against 2 at 6/10 a tile, but lost to it by 9–21% (H200, session 26).
     p = plan(1024, 5120, 14336, max_active_clusters=66)
     assert tuple(p["tile"]) == (128, 256) and p["stream_k"]
+    assert "stream-K deals out these tiles' last round" in p["why"]["tile"]
+    assert "stream-K" not in plan(8192, 8192, 8192)["why"]["tile"]
     # Stream-K off: the rounds decide again.
     assert tuple(plan(1024, 5120, 14336, stream_k="0")["tile"]) != (128, 256)
 
@@ -255,6 +260,8 @@ def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
     assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="1x1x128")["tile"]) == (64, 256)
     p = plan(4096, 4096, 4096, row_sum=True, shape="2x2")
     assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 1
+    assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="2x1x192")["tile"]) == (128, 256)
+    assert tuple(plan(4096, 4096, 4096, row_sum=True, shape="2x1x192")["tile"]) == (128, 256)
 
 
 def test_clusters_off():
@@ -345,8 +352,9 @@ SHAPES = [(1, 1, 1), (16, 4096, 4096), (100, 100, 100), (256, 4096, 4096), (512,
 def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     layouts = itertools.product([True, False], repeat=2)
     extras = [dict(), dict(bias=True), dict(row_sum=True), dict(batch=3)]
-    overrides = [dict(), dict(shape="1x1x128"), dict(shape="2x2"), dict(cluster="1"), dict(stream_k="2"),
-                 dict(max_clusters="5"), dict(stream_k="0", cluster="1")]
+    overrides = [dict(), dict(shape="1x1x128"), dict(shape="2x2"), dict(shape="2x1x192"), dict(cluster="1"),
+                 dict(stream_k="2"), dict(max_clusters="5"), dict(stream_k="0", cluster="1"),
+                 dict(shape="2x1x192", cluster="1")]
     for (a_k, b_k), extra, override in itertools.product(layouts, extras, overrides):
         p = plan(M, N, K, dtype=dtype, sm_count=sm_count, a_k_major=a_k, b_k_major=b_k, **extra, **override)
         assert p["refused"] is None

@@ -242,9 +242,13 @@ def test_sixteen_bit_shapes_take_their_path(path):
     """The shapes of each path reach it on 132 SMs (the plan is CPU code), so that a change of the
     rule cannot leave a path untested."""
     shapes, reached = WGMMA_PATH_PLANS[path]
+    plans = []
     for batch, M, N, K in shapes():
         p = torch_gemm._C.sm90_plan(M, N, K, batch=batch, sm_count=132, max_active_clusters=66)
         assert reached(p), (path, batch, M, N, K, p["why"])
+        plans.append(p)
+    if path == "mid_tiles":  # some shapes pair their 128x192 tiles, some run them single
+        assert {p["cluster"] for p in plans} == {1, 2}
 
 
 # wgmma_sm90 deals the turns of a last, partial round of its 128×256 tile pairs out to every
@@ -324,12 +328,15 @@ def test_wgmma_forced_small_split(shape):
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": shape})
 
 
-# 128×192 tiles forced (TORCH_GEMM_WGMMA_SHAPE=2x1x192) onto shapes the plan gives other tiles: a
-# single tile, K of 1, edge tiles in M and N, C rows of 1001 elements, every layout (pairs where B
-# is K-major).
+# 128×192 tiles forced (TORCH_GEMM_WGMMA_SHAPE=2x1x192) onto shapes the plan gives other tiles,
+# every layout: a single tile, K of 1, edge tiles in M and N, C rows of 1001 elements (one short
+# wave: single blocks); one paired wave where B is K-major (1000×1001×2048); 704 tiles over the
+# resident pairs with one k-tile each, so each block carries its previous tile's deferred stores
+# into the next (4096×4096×64).
 @requires_cuda
 def test_wgmma_forced_mid_tiles():
-    check_wgmma_under_env("forced_mid", [(70, 300, 100), (5, 129, 1), (130, 1000, 577), (1000, 1001, 67)],
+    check_wgmma_under_env("forced_mid", [(70, 300, 100), (5, 129, 1), (130, 1000, 577), (1000, 1001, 67),
+                                         (1000, 1001, 2048), (4096, 4096, 64)],
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": "2x1x192"})
 
 

@@ -388,8 +388,8 @@ class Epilogue {
   }
 
  private:
-  // 16-bit C on 128×256 tiles leaves late: a tile is packed (rounded) into 64 registers at its
-  // end, and its rounds of TMA stores go out during the next tile's first k-tiles, while that
+  // 16-bit C on two-consumer tiles (128×256, 128×192, 128×128) leaves late: a tile is packed
+  // (rounded) into half its accumulators' registers at its end, and its rounds of TMA stores go out during the next tile's first k-tiles, while that
   // tile's wgmmas run, instead of idling the tensor cores through the stores. The main loop keeps
   // shared memory near its bandwidth (the wgmmas read most of it), so the stores go one box
   // (kPendingRing) every kStoreSpacing k-tiles: more boxes a k-tile lengthened those k-tiles by

@@ -25,6 +25,15 @@ constexpr int64_t kMediumTileCostTenths = 6;
 // two rounds of 128×256 tiles, which otherwise leaves many SMs idle in its last round.
 constexpr int64_t kMidTileCostTenths = 8;  // measured 0.803 (H200, tune_plan, 120 products)
 constexpr int64_t kMidMaxRounds = 2;
+// 128×192 tiles need a K of at least this many k-tiles: measured from 4 (K = 256, faster than
+// 128×256); below, a product is mostly its stores, and nothing was measured.
+constexpr int64_t kMidMinKTiles = 4;
+// Where stream-K would deal out the last round of the 128×256 tiles, they keep the SMs busy
+// already, and from this many k-tiles the narrower tiles' fewer rounds do not pay: measured
+// 128×192 / 128×256 with stream-K 0.95–1.05 at 80–88 k-tiles (geomean 0.98, within noise) and
+// 1.05–1.21 at 224, 128×128 0.98–1.03 and 1.09–1.21 (H200, session 26); between 88 and 224, not
+// measured.
+constexpr int64_t kStreamKKeepsWideMinKTiles = 128;
 // Pairs on one wave of two-consumer tiles: 16-bit, K of at least this many k-tiles (session 22:
 // 32 and more equal or faster paired; session 9: 16 slower).
 constexpr int64_t kPairOneWaveMinKTiles = 32;
@@ -182,13 +191,13 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // in one wave of clusters, so that more SMs stream a part of B. Where the 64×128 tiles are too
 // many for one wave, 16-bit products of more than 64 rows take 128×128 tiles (two consumers of
 // 64×128) where those fit in one wave (and so fill more than half of it), or where they make
-// fewer rounds than the 128×256 tiles at kMediumTileCostTenths a tile and stream-K would not deal
-// out the 128×256 tiles' last round: a few hundred to a few
-// thousand rows against a weight. Where the two-consumer tiles chosen so make at most two rounds,
-// 128×192 tiles take their place if they make fewer rounds at kMidTileCostTenths a tile, unless
-// stream-K would deal out the 128×256 tiles' last round: about a half to two rounds of 128×256
-// tiles (e.g. 1024 rows against 2560 columns: 80 tiles of 128×256, 112 of 128×192).
-// (Measurements: benchmarks/NOTES.md.)
+// fewer rounds than the 128×256 tiles at kMediumTileCostTenths a tile: a few hundred to a few
+// thousand rows against a weight. Where the two-consumer tiles chosen so make at most two
+// rounds, 128×192 tiles take their place if they make fewer rounds at kMidTileCostTenths a tile:
+// about a half to two rounds of 128×256 tiles (e.g. 1024 rows against 2560 columns: 80 tiles of
+// 128×256, 112 of 128×192). Neither narrower tile replaces 128×256 tiles whose last round
+// stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more. (Measurements:
+// benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
@@ -205,15 +214,15 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const bool splittable = can_split(p);
   const int64_t k_tiles = ceil_div(p.K, k_tile_elements(p));
   const auto rounds = [sms](int64_t tiles) { return ceil_div(tiles, sms); };
-  // Whether 128×256 tiles would have their last round dealt out by stream-K (as plan_grid would,
-  // on sms / 2 resident pairs): then they keep the SMs busy already, and narrower tiles that make
-  // fewer whole rounds lost with a long K and tied from about 80 k-tiles (benchmarks/NOTES.md,
-  // session 26). Only 16-bit two-consumer products take stream-K.
-  const int64_t wide_cluster = wide_m >= 2 ? 2 : 1;
+  // Whether 128×256 tiles, with a K of kStreamKKeepsWideMinKTiles or more, would have their last
+  // round dealt out by stream-K (as plan_grid would, counting on sms / 2 resident pairs, as on an
+  // H100 SXM or H200): then the narrower tiles below do not replace them. Only 16-bit
+  // two-consumer products take stream-K.
+  const int64_t wide_cluster = o.clusters && wide_m >= 2 ? 2 : 1;
   const int64_t slots = std::min<int64_t>(sms / wide_cluster, o.max_clusters);
   StreamKRule wide_stream_k = StreamKRule::kOff;
-  const bool wide_streams_k =
-      o.stream_k != 0 && slots > 0 && wide >= sms / 2 &&
+  const bool keep_wide =
+      k_tiles >= kStreamKKeepsWideMinKTiles && o.stream_k != 0 && slots > 0 && wide >= sms / 2 &&
       stream_k_turns(ceil_div(wide_m, wide_cluster) * tiles_n * p.batch, slots, k_tiles, o,
                      &wide_stream_k) > 0;
   if (splittable && shape.consumers == 1 && shape.small_tiles <= sms) {
@@ -226,20 +235,26 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     int split = 1;
     while (split < F::kMaxSmallSlices && fits(split * 2)) split *= 2;
     if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kSmallSplit;
-  } else if (splittable && narrow_m >= 2 &&
-             (medium <= sms ||
-              (!wide_streams_k && rounds(medium) * kMediumTileCostTenths < rounds(wide) * 10))) {
-    shape.consumers = 2, shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
-    shape.tile_rule = TileRule::kMedium;
+  } else if (splittable && narrow_m >= 2) {
+    const bool fewer_rounds = rounds(medium) * kMediumTileCostTenths < rounds(wide) * 10;
+    if (medium <= sms || (fewer_rounds && !keep_wide)) {
+      shape.consumers = 2, shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
+      shape.tile_rule = TileRule::kMedium;
+    } else if (fewer_rounds) {
+      shape.stream_k_keeps_wide = true;
+    }
   }
-  if (splittable && shape.consumers == 2) {
+  if (splittable && shape.consumers == 2 && narrow_m >= 2 && k_tiles >= kMidMinKTiles) {
     const int64_t chosen = shape.tile_rule == TileRule::kMedium
                                ? rounds(medium) * kMediumTileCostTenths
                                : rounds(wide) * 10;
-    if (!wide_streams_k && rounds(mid) <= kMidMaxRounds &&
-        rounds(mid) * kMidTileCostTenths < chosen) {
-      shape.block_n = static_cast<int>(kWgmmaMidBlockN);
-      shape.tile_rule = TileRule::kMid;
+    if (rounds(mid) <= kMidMaxRounds && rounds(mid) * kMidTileCostTenths < chosen) {
+      if (keep_wide) {
+        shape.stream_k_keeps_wide = true;
+      } else {
+        shape.block_n = static_cast<int>(kWgmmaMidBlockN);
+        shape.tile_rule = TileRule::kMid;
+      }
     }
   }
   if (p.tf32_promoted) {
@@ -541,7 +556,14 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                   ", where the " +
                   str(s.medium_tiles) + " tiles of 128x128 would take " +
                   str(ceil_div(s.medium_tiles, sms)) + " at about " +
-                  str(kMediumTileCostTenths) + "/10 of the time each";
+                  str(kMediumTileCostTenths) + "/10 of the time each and the " +
+                  str(s.mid_tiles) + " of 128x192 " + str(ceil_div(s.mid_tiles, sms)) +
+                  " at about " + str(kMidTileCostTenths) + "/10";
+        if (s.stream_k_keeps_wide) {
+          r.tile += "; stream-K deals out these tiles' last round, which with K's " +
+                    str(plan.k_tiles) + " k-tiles (" + str(kStreamKKeepsWideMinKTiles) +
+                    " or more) the narrower tiles' fewer rounds did not beat";
+        }
       }
       break;
     case TileRule::kNarrow:

@@ -66,6 +66,10 @@ struct Shape {
   int64_t small_tiles = 0;   // 64×128 tiles over the batch
   int64_t medium_tiles = 0;  // 128×128 tiles over the batch
   int64_t mid_tiles = 0;     // 128×192 tiles over the batch
+  // 128×256 tiles kept where 128×128 or 128×192 ones would have been taken for their fewer
+  // rounds: stream-K deals out the 128×256 tiles' last round and K is long (heuristics.cpp's
+  // kStreamKKeepsWideMinKTiles).
+  bool stream_k_keeps_wide = false;
 
   int block_m() const { return consumers * static_cast<int>(kWgmmaNarrowBlockM); }
   int cluster_m() const { return clusters ? 2 : 1; }

@@ -379,8 +379,10 @@ struct WgmmaLauncher {
       const sm90::Plan plan = sm90::plan_call(p, sm_count_of(p), overrides());
       if (!plan.fits_int) return refuse("extents past 32 bits");
       // 128-column tiles: 16-bit, or (float) 3xTF32's promoted tf32 ones; 192-column: 16-bit.
-      if constexpr (!std::is_same_v<T, float>) {
-        if (plan.shape.block_n == kWgmmaMidBlockN) {
+      if (plan.shape.block_n == kWgmmaMidBlockN) {
+        if constexpr (std::is_same_v<T, float>) {
+          return refuse("128x192 tiles take bf16/fp16 only");
+        } else {
           if (plan.shape.consumers != 2) return refuse("128x192 tiles take two consumers");
           return run_config<2, kWgmmaMidBlockN>(plan, p, stream);
         }
