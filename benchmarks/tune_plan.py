@@ -58,10 +58,11 @@ DEFAULT_TIMING = timing.Timing(warmup_ms=5.0, rep_ms=20.0)
 SAME_WITHIN = 0.03
 
 
-def grid_products(widths: Sequence[int], tokens: Sequence[int]) -> list[tuple[int, int, int, str]]:
+def grid_products(widths: Sequence[int], tokens: Sequence[int], kv: Sequence[int] = KV_WIDTHS,
+                  mlp: Sequence[int] = MLP_WIDTHS) -> list[tuple[int, int, int, str]]:
     """(M, N, K, layout) of every projection's forward, dx and dW products, without repeats."""
     found = []
-    for proj in bench_models.projections(widths, KV_WIDTHS, MLP_WIDTHS):
+    for proj in bench_models.projections(widths, kv, mlp):
         for t in tokens:
             found += [(t, proj.n, proj.k, "NT"), (t, proj.k, proj.n, "NN"), (proj.n, proj.k, t, "TN")]
     return list(dict.fromkeys(found))
@@ -198,6 +199,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16"], choices=["bfloat16", "float16"])
     parser.add_argument("--widths", nargs="+", type=int, default=list(WIDTHS))
     parser.add_argument("--tokens", nargs="+", type=int, default=list(TOKENS))
+    parser.add_argument("--kv-widths", nargs="+", type=int, default=list(KV_WIDTHS))
+    parser.add_argument("--mlp-widths", nargs="+", type=int, default=list(MLP_WIDTHS))
     parser.add_argument("--options", nargs="+", default=list(OPTIONS), choices=list(OPTIONS))
     parser.add_argument("--worker", choices=list(OPTIONS), help=argparse.SUPPRESS)
     parser.add_argument("--products", type=Path, help=argparse.SUPPRESS)
@@ -223,7 +226,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     dev = torch.device("cuda")
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    products = grid_products(args.widths, args.tokens)
+    products = grid_products(args.widths, args.tokens, args.kv_widths, args.mlp_widths)
     out = cli.output_dir(args, parser)
     out.mkdir(parents=True, exist_ok=True)
     print(f"{len(products)} products x {len(args.options)} options x {len(args.dtypes)} dtypes; {cli.output_note(out)}")

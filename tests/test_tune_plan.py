@@ -19,6 +19,12 @@ def test_grid_has_the_three_products_of_each_projection():
     assert len(products) == len(set(products))
 
 
+def test_grid_takes_other_key_value_and_mlp_widths():
+    products = tune_plan.grid_products([8192], [1], kv=[1024], mlp=[28672])
+    assert (1, 28672, 8192, "NN") in products and (1, 1024, 8192, "NT") in products
+    assert not any(n == 14336 or k == 14336 for _, n, k, _ in products)
+
+
 def test_fit_recovers_the_tile_cost_and_the_pairing_threshold():
     sms = 132
     rows = []
