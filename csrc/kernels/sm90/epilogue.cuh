@@ -389,13 +389,14 @@ class Epilogue {
 
  private:
   // 16-bit C on two-consumer tiles (128×256, 128×192, 128×128) leaves late: a tile is packed
-  // (rounded) into half its accumulators' registers at its end, and its rounds of TMA stores go out during the next tile's first k-tiles, while that
-  // tile's wgmmas run, instead of idling the tensor cores through the stores. The main loop keeps
-  // shared memory near its bandwidth (the wgmmas read most of it), so the stores go one box
-  // (kPendingRing) every kStoreSpacing k-tiles: more boxes a k-tile lengthened those k-tiles by
-  // more than they saved (benchmarks/NOTES.md). fp32 C (tf32) would need all 128 registers; on
-  // 64×256 tiles a block has one or two tiles, nothing to hide behind (deferred, they ran slower).
-  // Those leave at once, through the whole ring.
+  // (rounded) into half its accumulators' registers at its end, and its rounds of TMA stores go
+  // out during the next tile's first k-tiles, while that tile's wgmmas run, instead of idling the
+  // tensor cores through the stores. The main loop keeps shared memory near its bandwidth (the
+  // wgmmas read most of it), so the stores go one box (kPendingRing) every kStoreSpacing k-tiles:
+  // more boxes a k-tile lengthened those k-tiles by more than they saved (benchmarks/NOTES.md).
+  // fp32 C (tf32) would need all 128 registers; on 64×256 tiles a block has one or two tiles,
+  // nothing to hide behind (deferred, they ran slower). Those leave at once, through the whole
+  // ring.
   static constexpr bool kDeferStores = !Config::kTf32 && Config::kConsumers == 2;
   static constexpr int kRounds = Config::kBoxesPerTile / Config::kEpilogueBoxes;
   static constexpr int kPendingRing = kDeferStores ? 1 : Config::kEpilogueBoxes;
