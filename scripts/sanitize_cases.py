@@ -113,6 +113,9 @@ DEFAULT_CASES = (
          "wgmma_sm90", 64, 256, 4096, expect={"tile": (64, 128), "split_k": 4}),
     Case("wgmma 64x128 split 8", "1 tile of 64x128, 128 k-tiles: 8 slices of 16 (a cluster of 8)",
          "wgmma_sm90", 64, 128, 8192, expect={"tile": (64, 128), "split_k": 8}),
+    Case("wgmma 64x256 one row", "16 rows: 112 tiles of 128x256 would be half empty rows, and 224 "
+         "of 64x128 not fit in one wave",
+         "wgmma_sm90", 16, 28672, 512, expect={"tile": (64, 256), "consumers": 1, "split_k": 1}),
     Case("wgmma 128x128 pairs", "9x44 = 396 tiles of 128x128 take fewer rounds than 9x22 of "
          "128x256 cost (9x30 of 128x192 would take 3)",
          "wgmma_sm90", 1152, 5632, 320,
@@ -218,6 +221,13 @@ GROUPS = (
              "wgmma_sm90", 1800, 3840, 320, expect={**WIDE, "split_k": 2}),
         Case("wgmma 128x256 split 2 edges", "the same on edge tiles in M, N and K",
              "wgmma_sm90", 250, 520, 200, expect={**WIDE, "split_k": 2}),
+    )),
+    Group("wgmma_stream_k_all", {"TORCH_GEMM_WGMMA_STREAM_K": "3"}, (
+        Case("wgmma 64x128 stream-K every tile", "TORCH_GEMM_WGMMA_STREAM_K=3: one row of 32 tiles "
+             "of 64x128 (32 rows), which the plan splits in 2, dealt out whole as k-tiles, about 15 "
+             "a block, partials in the workspace; B row-major (N-major), as a dx against a weight",
+             "wgmma_sm90", 32, 4096, 4096, b_k_major=False,
+             expect={"tile": (64, 128), "split_k": 1, "stream_k": True}),
     )),
     Group("wgmma_stream_k", {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_MAX_CLUSTERS": "16"}, (
         Case("wgmma stream-K", "225 tiles of 128x256 in 113 pair turns over 16 resident clusters: "

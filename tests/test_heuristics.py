@@ -37,8 +37,11 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     if tile == (128, 192):
         assert split == 1 and (cluster == 1 or p["b"]["k_major"]), "192-column tiles pair only with a K-major B"
     if p["stream_k"]:
-        assert sixteen_bit and tile == (128, 256) and split == 1 and p["stream_k_turns"] > 0, p
+        assert sixteen_bit and split == 1 and p["stream_k_turns"] > 0, p
         assert p["stream_k_turns"] <= p["turns"]
+        # 128x256 tiles; or one row of unpaired 64x128 tiles, every turn dealt out
+        assert tile == (128, 256) or (tile == (64, 128) and p["M"] <= 64 and cluster == 1
+                                      and p["stream_k_turns"] == p["turns"]), p
     if row_sum:
         assert tile[1] == 256 and split == 1, p
     if dtype == FP32:
@@ -50,7 +53,9 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     assert p["turns"] == math.ceil(math.ceil(p["M"] / tile[0]) / cluster) * math.ceil(p["N"] / tile[1]) * p["batch"]
     assert 0 < p["grid"] and p["grid"] % (cluster * split) == 0
     if split == 1:
-        assert p["grid"] <= p["resident"] * cluster and p["grid"] <= p["turns"] * cluster
+        # stream-K over every turn: a block a resident slot, turns or not
+        assert p["grid"] <= p["resident"] * cluster
+        assert p["grid"] <= p["turns"] * cluster or p["stream_k_turns"] == p["turns"]
     else:
         assert p["grid"] == p["turns"] * split
     assert set(p["why"]) == {"transposed", "a", "b", "store", "tile", "cluster", "split_k", "stream_k",
@@ -87,6 +92,52 @@ def test_few_64x128_tiles_split_k(M, N, K, split):
     assert p["grid"] == p["tiles"] * split <= SMS
     assert f"{split} slices of K" in p["why"]["split_k"]
     assert_supported(p, BF16)
+
+
+# TORCH_GEMM_WGMMA_STREAM_K=3: one row of 64x128 tiles (M <= 64), split or not, dealt out whole as
+# k-tiles to one block a SM (the plan's own choice measured no faster: benchmarks/NOTES.md).
+@pytest.mark.parametrize("M, N, K", [
+    (32, 4096, 4096),   # 32 tiles: split in 2
+    (1, 4096, 28672),
+    (16, 2048, 8192),   # 16 tiles in 4
+    (1, 11008, 8192),   # 86 tiles unsplit
+    (8, 1000, 9001),    # 8 tiles in 8: 141 k-tiles
+])
+@pytest.mark.parametrize("dtype", [BF16, FP16])
+def test_stream_k_over_every_turn_of_one_row_of_64x128_tiles(M, N, K, dtype):
+    assert not plan(M, N, K, dtype=dtype)["stream_k"]
+    p = plan(M, N, K, dtype=dtype, stream_k="3")
+    assert tuple(p["tile"]) == (64, 128) and p["split_k"] == 1 and p["cluster"] == 1
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"] and p["grid"] == SMS
+    assert "every one of" in p["why"]["stream_k"] and "STREAM_K=3" in p["why"]["tile"]
+    assert "stream-K spreads K" in p["why"]["split_k"]
+    assert_supported(p, dtype)
+
+
+def test_streaming_every_tile_follows_the_overrides():
+    assert not plan(32, 4096, 4096, dtype=FP32, stream_k="3")["stream_k"]    # tf32: no 64x128 tiles
+    assert not plan(32, 4096, 4096, row_sum=True, stream_k="3")["stream_k"]  # row sums: 256 columns
+    # TORCH_GEMM_WGMMA_STREAM_K=3: wherever the plan (or a forced shape) takes one row of 64x128
+    # one-consumer tiles, if the k-tiles outnumber the blocks; not on other tiles.
+    p = plan(64, 1024, 4096, stream_k="3")
+    assert tuple(p["tile"]) == (64, 128) and p["split_k"] == 1 and p["stream_k_turns"] == 8
+    p = plan(50, 300, 1000, shape="1x4x128", stream_k="3", max_clusters="3")
+    assert p["split_k"] == 1 and p["stream_k_turns"] == 3 and p["grid"] == 3 and "forced" in p["why"]["tile"]
+    assert not plan(50, 300, 64, shape="1x1x128", stream_k="3")["stream_k"]  # 3 tiles of 1 k-tile < 132 blocks
+    assert not plan(100, 4096, 4096, stream_k="3")["stream_k"]   # two rows of tiles
+    assert not plan(64, 4096, 4096, shape="1x1", stream_k="3")["stream_k"]  # 64x256
+
+
+# At most 64 rows (16-bit): 64-row tiles, 64x256 where the 64x128 ones would not fit in one wave,
+# rather than half-empty 128x256 ones.
+@pytest.mark.parametrize("M", [1, 16, 64])
+@pytest.mark.parametrize("N, K", [(28672, 4096), (28672, 8192)])
+def test_at_most_64_rows_take_64_row_tiles(M, N, K):
+    p = plan(M, N, K)
+    assert tuple(p["tile"]) == (64, 256) and p["consumers"] == 1 and "half empty" in p["why"]["tile"]
+    assert_supported(p, BF16)
+    assert tuple(plan(M, N, K, dtype=FP32)["tile"]) == (128, 256)  # tf32: not measured
+    assert tuple(plan(65, N, K)["tile"]) == (128, 256)
 
 
 @pytest.mark.parametrize("why, M, N, K", [
@@ -353,7 +404,7 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     layouts = itertools.product([True, False], repeat=2)
     extras = [dict(), dict(bias=True), dict(row_sum=True), dict(batch=3)]
     overrides = [dict(), dict(shape="1x1x128"), dict(shape="2x2"), dict(shape="2x1x192"), dict(cluster="1"),
-                 dict(stream_k="2"), dict(max_clusters="5"), dict(stream_k="0", cluster="1"),
+                 dict(stream_k="2"), dict(stream_k="3"), dict(max_clusters="5"), dict(stream_k="0", cluster="1"),
                  dict(shape="2x1x192", cluster="1")]
     for (a_k, b_k), extra, override in itertools.product(layouts, extras, overrides):
         p = plan(M, N, K, dtype=dtype, sm_count=sm_count, a_k_major=a_k, b_k_major=b_k, **extra, **override)

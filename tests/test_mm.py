@@ -398,6 +398,21 @@ def test_wgmma_store_forced_to_registers():
 # Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that small products take several
 # whole turns a cluster and then pieces, in both of its modes (the last partial round; that and
 # one round more), paired and unpaired, on the 128×256 tiles that stream-K takes.
+# Stream-K over every turn of one row of 64×128 tiles (TORCH_GEMM_WGMMA_STREAM_K=3, in place of
+# the plan's split or unsplit tiles): on every SM, pieces of about 15 k-tiles (32 tiles of 64), a
+# prime K (141 k-tiles, C rows of 1001 elements: stored from registers), batched, a weight of
+# 28672 rows; on few blocks (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that a block takes several whole
+# tiles between its pieces; a K of one k-tile and a ragged one.
+@requires_cuda
+@pytest.mark.parametrize("clusters", ["3", "7", ""])
+def test_wgmma_stream_k_over_every_turn(clusters):
+    shapes = [(64, 1000, 333), (17, 2600, 1031), (1, 300, 4099), (50, 4000, 64)]
+    if not clusters:
+        shapes += [(32, 4096, 4096), (30, 1001, 9001), (1, 4096, 28672)]
+    check_wgmma_under_env(f"stream_k_all {clusters}", shapes, LAYOUTS,
+                          {"TORCH_GEMM_WGMMA_MAX_CLUSTERS": clusters, "TORCH_GEMM_WGMMA_STREAM_K": "3"})
+
+
 @requires_cuda
 @pytest.mark.parametrize("env", ["3:1:0", "5:1:0", "3:2:0", "4:1:1", "7:2:1"])
 def test_wgmma_stream_k_few_clusters(env):

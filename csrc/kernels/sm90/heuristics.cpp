@@ -116,27 +116,40 @@ void plan_stream_k(const GemmParams& p, const Shape& shape, const Overrides& o, 
     plan->stream_k_rule = StreamKRule::kRowSum;
   } else if (o.stream_k == 0) {
     plan->stream_k_rule = StreamKRule::kOff;
+  } else if (shape.stream_k_all) {
+    plan->stream_k_rule = StreamKRule::kOn;
   } else if (shape.consumers != 2 || shape.block_n != kWgmmaBlockN || shape.split_k != 1) {
     plan->stream_k_rule = StreamKRule::kNotWideUnsplit;
   } else if (tiles <= std::min<int64_t>(sms / 2, o.max_clusters)) {
     plan->stream_k_rule = StreamKRule::kFewTiles;
   } else {
     plan->stream_k_rule = StreamKRule::kOn;
-    plan->stream_k_offset = plan->workspace_bytes;
-    plan->stream_k_flags_offset =
-        plan->stream_k_offset +
-        round_up(sms * kWgmmaBlockM * kWgmmaBlockN * int64_t{sizeof(float)}, F::kWorkspaceAlignBytes);
-    plan->workspace_bytes = plan->stream_k_flags_offset +
-                            round_up(sms * 2 * int64_t{sizeof(int)}, F::kWorkspaceAlignBytes);
-    plan->stream_k_bytes = plan->workspace_bytes - plan->stream_k_offset;
   }
+  if (plan->stream_k_rule != StreamKRule::kOn) return;
+  plan->stream_k_offset = plan->workspace_bytes;
+  plan->stream_k_flags_offset =
+      plan->stream_k_offset + round_up(sms * shape.block_m() * shape.block_n * int64_t{sizeof(float)},
+                                       F::kWorkspaceAlignBytes);
+  plan->workspace_bytes = plan->stream_k_flags_offset +
+                          round_up(sms * shape.consumers * int64_t{sizeof(int)}, F::kWorkspaceAlignBytes);
+  plan->stream_k_bytes = plan->workspace_bytes - plan->stream_k_offset;
 }
 
 // How many of the last turns stream-K deals out as k-tiles, where the workspace allows it and
-// the turns leave the last round of `slots` clusters idle long enough (kStreamKMinSaved). 0: none.
-// The walk's arithmetic (units × clusters) stays within int.
-int stream_k_turns(int64_t turns, int64_t slots, int64_t k_tiles, const Overrides& o,
+// the turns leave the last round of `slots` clusters idle long enough (kStreamKMinSaved); `all`
+// (Shape::stream_k_all): every turn. 0: none. The walk's arithmetic (units × clusters) stays
+// within int, and every cluster gets at least one unit.
+int stream_k_turns(int64_t turns, int64_t slots, int64_t k_tiles, bool all, const Overrides& o,
                    StreamKRule* rule) {
+  if (all) {
+    const int64_t units = turns * k_tiles;
+    if (units < slots || units * slots > INT_MAX) {
+      *rule = StreamKRule::kTooManyUnits;
+      return 0;
+    }
+    *rule = StreamKRule::kOn;
+    return static_cast<int>(turns);
+  }
   if (turns <= slots || turns % slots == 0) {
     *rule = StreamKRule::kWholeRounds;
     return 0;
@@ -176,7 +189,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
     o.consumers = consumers, o.split_k = split_k, o.block_n = block_n;
   }
   o.clusters = cluster == nullptr || cluster[0] != '1';
-  o.stream_k = stream_k == nullptr || stream_k[0] < '0' || stream_k[0] > '2' ? 1 : stream_k[0] - '0';
+  o.stream_k = stream_k == nullptr || stream_k[0] < '0' || stream_k[0] > '3' ? 1 : stream_k[0] - '0';
   const int n = max_clusters == nullptr ? 0 : std::atoi(max_clusters);
   o.max_clusters = n > 0 ? n : INT_MAX;
   o.tma_store = store == nullptr || std::strcmp(store, "registers") != 0;
@@ -196,8 +209,9 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // rounds, 128×192 tiles take their place if they make fewer rounds at kMidTileCostTenths a tile:
 // about a half to two rounds of 128×256 tiles (e.g. 1024 rows against 2560 columns: 80 tiles of
 // 128×256, 112 of 128×192). Neither narrower tile replaces 128×256 tiles whose last round
-// stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more. (Measurements:
-// benchmarks/NOTES.md.)
+// stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more. 16-bit products of at most
+// 64 rows never take half-empty 128-row tiles: 64×256 where the 64×128 ones would not fit in one
+// wave. (Measurements: benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
@@ -209,8 +223,15 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   shape.medium_tiles = wide_m * ceil_div(p.N, kWgmmaSmallBlockN) * p.batch;
   shape.mid_tiles = wide_m * ceil_div(p.N, kWgmmaMidBlockN) * p.batch;
   const int64_t wide = shape.wide_tiles, medium = shape.medium_tiles, mid = shape.mid_tiles;
-  shape.consumers = wide < sms / 2 ? 1 : 2;
-  shape.tile_rule = shape.consumers == 1 ? TileRule::kNarrow : TileRule::kWide;
+  // 16-bit products of at most 64 rows take 64-row tiles even where 128×256 ones would fill half the
+  // SMs: a 128-row tile would be half empty rows, its second consumer's wgmmas and B's second pass
+  // through shared memory for nothing (64×256 measured faster on an H100 and an H200:
+  // benchmarks/NOTES.md, session 27).
+  const bool one_row = sixteen_bit(p) && narrow_m == 1;
+  shape.consumers = wide < sms / 2 || one_row ? 1 : 2;
+  shape.tile_rule = wide < sms / 2 ? TileRule::kNarrow
+                    : one_row      ? TileRule::kOneRowNarrow
+                                   : TileRule::kWide;
   const bool splittable = can_split(p);
   const int64_t k_tiles = ceil_div(p.K, k_tile_elements(p));
   const auto rounds = [sms](int64_t tiles) { return ceil_div(tiles, sms); };
@@ -223,7 +244,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   StreamKRule wide_stream_k = StreamKRule::kOff;
   const bool keep_wide =
       k_tiles >= kStreamKKeepsWideMinKTiles && o.stream_k != 0 && slots > 0 && wide >= sms / 2 &&
-      stream_k_turns(ceil_div(wide_m, wide_cluster) * tiles_n * p.batch, slots, k_tiles, o,
+      stream_k_turns(ceil_div(wide_m, wide_cluster) * tiles_n * p.batch, slots, k_tiles, false, o,
                      &wide_stream_k) > 0;
   if (splittable && shape.consumers == 1 && shape.small_tiles <= sms) {
     shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
@@ -267,8 +288,17 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   } else if (o.consumers != 0) {
     shape.consumers = o.consumers;
     shape.block_n = static_cast<int>(kWgmmaBlockN);
+    shape.split_k = 1, shape.stream_k_all = false;
     if (splittable) shape.split_k = o.split_k, shape.block_n = o.block_n;
     shape.tile_rule = TileRule::kForced;
+  }
+  // Stream-K over every turn of one row of 64×128 tiles, only where TORCH_GEMM_WGMMA_STREAM_K=3
+  // asks: with every SM streaming a share of B it measured no faster than the split tiles on 64 to
+  // 86 SMs, and slower with a short K (H100, benchmarks/NOTES.md, session 27).
+  if (o.stream_k == 3 && splittable && narrow_m == 1 && shape.consumers == 1 &&
+      shape.block_n == kWgmmaSmallBlockN && !p.tf32_promoted) {
+    shape.split_k = 1, shape.stream_k_all = true;
+    if (shape.tile_rule != TileRule::kForced) shape.tile_rule = TileRule::kSmallStreamK;
   }
   // With clusters each block copies (and multicasts) half of B's rows, so B crosses from L2 once
   // a pair. That pays wherever a block walks several tiles, and on 64-row tiles, whose B is most
@@ -421,7 +451,8 @@ Grid plan_grid(const Plan& plan, int64_t resident, const Overrides& o) {
   if (grid.slots <= 0) return grid;
   const int64_t cluster_m = plan.shape.cluster_m();
   if (plan.product.stream_k_bytes > 0) {
-    grid.sk_turns = stream_k_turns(plan.turns, grid.slots, plan.k_tiles, o, &grid.stream_k_rule);
+    grid.sk_turns = stream_k_turns(plan.turns, grid.slots, plan.k_tiles, plan.shape.stream_k_all,
+                                   o, &grid.stream_k_rule);
     if (grid.sk_turns > 0) {
       grid.blocks = grid.slots * cluster_m;
       return grid;
@@ -478,7 +509,7 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
       "off: tf32 tiles run whole turns",
       "off: fused row sums take whole tiles",
       "off: TORCH_GEMM_WGMMA_STREAM_K=0",
-      "off: only unsplit 128x256 tiles take stream-K",
+      "off: only unsplit 128x256 tiles take stream-K (and one row of 64x128 tiles dealt out whole)",
       "off: the tiles fit in one round of resident clusters",
       nullptr,
       nullptr,
@@ -488,6 +519,12 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
                 "a sentence per rule");
   if (kFixed[static_cast<int>(rule)] != nullptr) return kFixed[static_cast<int>(rule)];
   const int64_t rest = plan.turns % grid.slots;
+  if (rule == StreamKRule::kOn && plan.shape.stream_k_all) {
+    return "every one of the " + str(plan.turns) + " turns (" + str(plan.k_tiles) +
+           " k-tiles each) is dealt to the " + str(grid.slots) + " resident blocks as k-tiles, "
+           "about " + str(plan.turns * plan.k_tiles / grid.slots) + " each, partial sums meeting "
+           "in the workspace in a fixed order, so that every SM streams a share of B";
+  }
   if (rule == StreamKRule::kOn) {
     return "the last " + str(grid.sk_turns) + " turns (" + str(rest) + " left over after whole "
            "rounds of " + str(grid.slots) + " clusters) are dealt to every cluster as k-tiles, "
@@ -576,6 +613,16 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                                              : " (fused row sums follow 256-column tiles)";
       }
       break;
+    case TileRule::kOneRowNarrow:
+      r.tile = "64x256, one consumer warpgroup: " + str(p.M) + " rows (at most 64) would leave a "
+               "128-row tile half empty, and the " + str(s.small_tiles) +
+               " tiles of 64x128 would not fit in one wave";
+      break;
+    case TileRule::kSmallStreamK:
+      r.tile = "64x128, one consumer warpgroup: " + wide + " would leave more than " + half +
+               " idle; one row of " + str(s.small_tiles) + " tiles of 64x128, which "
+               "TORCH_GEMM_WGMMA_STREAM_K=3 deals out as k-tiles instead of splitting (see stream_k)";
+      break;
     case TileRule::kSmall:
       r.tile = "64x128, one consumer warpgroup: " + wide + " would leave more than " + half +
                " idle, and the " + str(s.small_tiles) + " tiles of 64x128 fit in one wave";
@@ -630,6 +677,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     r.split_k = str(s.split_k) + " slices of K (" + str(k_tiles) + " k-tiles): the " +
                 str(s.split_k) + " blocks of a cluster take one each and add their partial sums "
                 "through distributed shared memory, in a fixed order";
+  } else if (s.stream_k_all) {
+    r.split_k = "none: stream-K spreads K over every block instead (see stream_k)";
   } else if (s.tile_rule == TileRule::kForced) {
     r.split_k = "none: forced by TORCH_GEMM_WGMMA_SHAPE";
   } else if (p.dtype == DType::kFloat32) {

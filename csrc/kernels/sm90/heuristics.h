@@ -36,7 +36,10 @@ struct Overrides {
   // consumers 0: unset, the plan chooses.
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
   bool clusters = true;    // TORCH_GEMM_WGMMA_CLUSTER=1: no pairs sharing B
-  int stream_k = 1;        // TORCH_GEMM_WGMMA_STREAM_K=0|1|2: off; the last partial round; and one more
+  // TORCH_GEMM_WGMMA_STREAM_K=0|1|2|3: off; the last partial round; and one more; 3: as 1, and
+  // every turn of one-row 64×128 one-consumer tiles (16-bit, M <= 64) dealt out as k-tiles
+  // wherever the units outnumber the blocks (Shape::stream_k_all), in place of any split.
+  int stream_k = 1;
   int max_clusters = INT_MAX;  // TORCH_GEMM_WGMMA_MAX_CLUSTERS=n: at most n clusters resident
   // TORCH_GEMM_WGMMA_STORE=registers: C leaves from registers even where TMA could store it
   // (scripts/sanitize_cases.py's TOOL_ENV sets it under initcheck, which does not see TMA stores
@@ -49,7 +52,10 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
                           const char* max_clusters, const char* store);
 
 // Which rule set the tile and the clusters (for explain's reasons).
-enum class TileRule { kWide, kNarrow, kSmall, kSmallSplit, kMedium, kMid, kForced, kPromoted };
+enum class TileRule {
+  kWide, kNarrow, kOneRowNarrow, kSmall, kSmallSplit, kSmallStreamK, kMedium, kMid, kForced,
+  kPromoted
+};
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kMidNMajor };
 
 // How a product is spread over the blocks: the tile (consumers × 64 rows, block_n columns),
@@ -70,6 +76,9 @@ struct Shape {
   // rounds: stream-K deals out the 128×256 tiles' last round and K is long (heuristics.cpp's
   // kStreamKKeepsWideMinKTiles).
   bool stream_k_keeps_wide = false;
+  // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): one row of
+  // 64×128 one-consumer tiles (M <= 64), under TORCH_GEMM_WGMMA_STREAM_K=3 only.
+  bool stream_k_all = false;
 
   int block_m() const { return consumers * static_cast<int>(kWgmmaNarrowBlockM); }
   int cluster_m() const { return clusters ? 2 : 1; }

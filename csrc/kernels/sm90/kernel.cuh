@@ -32,8 +32,8 @@ namespace torch_gemm {
 // kSplitK blocks shares each tile, block s taking the s-th slice of K, and their partial sums meet
 // in shared memory (reduce_split): for products with too few tiles to fill the SMs. The launcher
 // then gives each cluster one tile.
-// kStreamK: the walk may end in stream-K pieces (WgmmaParams::sk_turns); without it, every walk
-// is whole turns.
+// kStreamK: the walk may end in stream-K pieces (WgmmaParams::sk_turns; on one-row 64×128 tiles,
+// every turn may be); without it, every walk is whole turns.
 template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM, int kConsumers, int kSplitK,
           int kMmaN, bool kStreamK>
 __global__ void __launch_bounds__(WgmmaConfig<T, kConsumers, kMmaN>::kThreads, 1)
@@ -75,8 +75,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   const TileSchedule<Config, kClusterM, kSplitK, kStreamK> schedule(p);
   // The bias enters once, through the first slice's partials.
   const bool has_bias = p.bias != nullptr && schedule.split == 0;
-  static_assert(!kStreamK || (!Config::kTf32 && kConsumers == 2 && kSplitK == 1),
-                "stream-K: 16-bit two-consumer tiles, unsplit");
+  static_assert(!kStreamK || (!Config::kTf32 && kSplitK == 1 && (kConsumers == 2 || kClusterM == 1)),
+                "stream-K: 16-bit tiles, unsplit; one-consumer tiles unpaired (one row of them)");
   const Producer<Config, kKMajorA, kKMajorB, kClusterM> producer{
       sA, sB, full, empty, &map_a, &map_b, schedule.rank};
   const BiasRow<T, Config> bias{sBias, bias_full, bias_empty};

@@ -300,7 +300,13 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
                 std::to_string(kClusterM) + " fits on the device"};
   }
   WgmmaParams run = wp;
-  if constexpr (!Config::kTf32 && kConsumers == 2 && kMmaN == kWgmmaBlockN && kSplitK == 1) {
+  // Stream-K's instantiations: 128×256 tiles, and unpaired 64×128 one-consumer tiles (every turn
+  // dealt out: Shape::stream_k_all).
+  constexpr bool kHasStreamK =
+      !Config::kTf32 && kSplitK == 1 &&
+      ((kConsumers == 2 && kMmaN == kWgmmaBlockN) ||
+       (kConsumers == 1 && kMmaN == kWgmmaSmallBlockN && kClusterM == 1));
+  if constexpr (kHasStreamK) {
     run.sk_turns = grid.sk_turns;
     if (run.sk_turns > 0) {
       // Every slot's flag starts at zero (each launch: a slot's partial is written once).
