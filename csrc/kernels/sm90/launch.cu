@@ -145,10 +145,19 @@ LaunchStatus bind_primary_context() {
   return {};
 }
 
-// What a TMA load of an operand fetches into L2 at least: 128 bytes, one box row. 256 fetched
-// the next line too, which rows not starting on a line then straddle, for nothing: small
-// products ran slower with it (benchmarks/NOTES.md).
-constexpr CUtensorMapL2promotion kOperandL2Promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+// What a TMA load of an operand fetches into L2 at least. Where every row starts on a 256-byte
+// boundary, 256 bytes: a box row's 128 and the next 128 of the same row, which the next k-tile
+// (or the tile's next box of columns) reads, so that a weight streamed once from memory comes in
+// longer runs: forwards against a weight ran faster with it, the other products as fast. Where
+// rows start elsewhere, 128: a 256-byte fetch straddles lines that belong to other boxes, and
+// such products ran slower with it (benchmarks/NOTES.md, sessions 11 and 27).
+constexpr int64_t kWideL2PromotionBytes = 256;
+
+CUtensorMapL2promotion operand_l2_promotion(const void* base, int64_t row_stride_bytes) {
+  const bool rows_on_lines = reinterpret_cast<uintptr_t>(base) % kWideL2PromotionBytes == 0 &&
+                             row_stride_bytes % kWideL2PromotionBytes == 0;
+  return rows_on_lines ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+}
 
 // What a tensor-map encode was given, for the message of one that failed.
 std::string describe_map(const char* which, CUresult result, const void* address,
@@ -191,7 +200,8 @@ LaunchStatus encode_operand_map(CUtensorMap* map, const OperandPlan& op, int box
   const cuuint32_t element_strides[3] = {1, 1, 1};
   const CUresult result =
       encode(map, type, 3, const_cast<void*>(op.ptr), dims, strides, box, element_strides,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, kOperandL2Promotion,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             operand_l2_promotion(op.ptr, outer_stride),
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // NONE: zeros outside
   if (result == CUDA_SUCCESS) return {};
   return refuse(describe_map(which, result, op.ptr, dims, strides, box));
