@@ -229,6 +229,12 @@ GROUPS = (
              "wgmma_sm90", 32, 4096, 4096, b_k_major=False,
              expect={"tile": (64, 128), "split_k": 1, "stream_k": True}),
     )),
+    Group("wgmma_stream_k_all_wide", {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_STREAM_K": "3"}, (
+        Case("wgmma 128x256 stream-K every tile", "TORCH_GEMM_WGMMA_SHAPE=2x1 and STREAM_K=3: 2x8 "
+             "tiles of 128x256 in 8 pair turns of 64 k-tiles, all dealt out as k-tiles to the "
+             "resident pairs, partials in the workspace",
+             "wgmma_sm90", 256, 2048, 4096, expect={**WIDE, "cluster": 2, "stream_k": True}),
+    )),
     Group("wgmma_stream_k", {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_MAX_CLUSTERS": "16"}, (
         Case("wgmma stream-K", "225 tiles of 128x256 in 113 pair turns over 16 resident clusters: "
              "the last 8 turns are dealt out as k-tiles, partial sums meeting in the workspace",

@@ -124,8 +124,28 @@ def test_streaming_every_tile_follows_the_overrides():
     p = plan(50, 300, 1000, shape="1x4x128", stream_k="3", max_clusters="3")
     assert p["split_k"] == 1 and p["stream_k_turns"] == 3 and p["grid"] == 3 and "forced" in p["why"]["tile"]
     assert not plan(50, 300, 64, shape="1x1x128", stream_k="3")["stream_k"]  # 3 tiles of 1 k-tile < 132 blocks
-    assert not plan(100, 4096, 4096, stream_k="3")["stream_k"]   # two rows of tiles
+    assert not plan(100, 4096, 4096, stream_k="3")["stream_k"]   # two rows of 64x128 tiles
     assert not plan(64, 4096, 4096, shape="1x1", stream_k="3")["stream_k"]  # 64x256
+    assert not plan(2048, 2048, 2048, shape="2x1x128", stream_k="3")["stream_k"]  # 128x128
+
+
+# TORCH_GEMM_WGMMA_STREAM_K=3 on 128x256 tiles: every turn dealt out, a few tiles with a long K over
+# every resident pair, or many tiles (several turns a pair); the split a forced shape asked for
+# gives way.
+@pytest.mark.parametrize("M, N, K, shape, pairs", [
+    (256, 2048, 28672, "2x1", True),     # 16 tiles, 8 pair turns of 448 k-tiles
+    (512, 2560, 14336, "2x1", True),
+    (4096, 4096, 4096, None, True),      # the plan's own 128x256 tiles, 256 turns
+    (256, 2048, 1024, "2x1", False),     # 16 k-tiles: one short wave, single blocks
+    (256, 2048, 28672, "2x2", True),
+])
+def test_stream_k_over_every_turn_of_128x256_tiles(M, N, K, shape, pairs):
+    kwargs = dict(shape=shape) if shape else {}
+    p = plan(M, N, K, stream_k="3", max_active_clusters=66, **kwargs)
+    assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 1 and p["cluster"] == (2 if pairs else 1)
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"]
+    assert p["grid"] == SMS and "every one of" in p["why"]["stream_k"]
+    assert_supported(p, BF16)
 
 
 # At most 64 rows (16-bit): 64-row tiles, 64x256 where the 64x128 ones would not fit in one wave,

@@ -413,6 +413,20 @@ def test_wgmma_stream_k_over_every_turn(clusters):
                           {"TORCH_GEMM_WGMMA_MAX_CLUSTERS": clusters, "TORCH_GEMM_WGMMA_STREAM_K": "3"})
 
 
+# The same on 128×256 tiles (TORCH_GEMM_WGMMA_SHAPE=2x1): a few tiles with a long K over every
+# resident pair (up to 10 pairs a tile), edge tiles in M and N with C rows of 2001 elements and a
+# ragged K, one short wave of single blocks (16 k-tiles), many turns a pair; unpaired; on few
+# clusters.
+@requires_cuda
+@pytest.mark.parametrize("env", ["", "3", "unpaired"])
+def test_wgmma_stream_k_over_every_turn_of_wide_tiles(env):
+    overrides = {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_STREAM_K": "3",
+                 "TORCH_GEMM_WGMMA_MAX_CLUSTERS": env if env.isdigit() else "",
+                 "TORCH_GEMM_WGMMA_CLUSTER": "1" if env == "unpaired" else ""}
+    shapes = [(256, 2048, 8192), (300, 2001, 3001), (256, 2048, 1024), (1900, 2600, 300)]
+    check_wgmma_under_env(f"stream_k_all_wide {env}", shapes, ("contiguous", "both_t"), overrides)
+
+
 @requires_cuda
 @pytest.mark.parametrize("env", ["3:1:0", "5:1:0", "3:2:0", "4:1:1", "7:2:1"])
 def test_wgmma_stream_k_few_clusters(env):

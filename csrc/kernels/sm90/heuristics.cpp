@@ -292,13 +292,18 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     if (splittable) shape.split_k = o.split_k, shape.block_n = o.block_n;
     shape.tile_rule = TileRule::kForced;
   }
-  // Stream-K over every turn of one row of 64×128 tiles, only where TORCH_GEMM_WGMMA_STREAM_K=3
-  // asks: with every SM streaming a share of B it measured no faster than the split tiles on 64 to
-  // 86 SMs, and slower with a short K (H100, benchmarks/NOTES.md, session 27).
-  if (o.stream_k == 3 && splittable && narrow_m == 1 && shape.consumers == 1 &&
-      shape.block_n == kWgmmaSmallBlockN && !p.tf32_promoted) {
-    shape.split_k = 1, shape.stream_k_all = true;
-    if (shape.tile_rule != TileRule::kForced) shape.tile_rule = TileRule::kSmallStreamK;
+  // Stream-K over every turn, only where TORCH_GEMM_WGMMA_STREAM_K=3 asks: on one row of 64×128
+  // tiles, where with every SM streaming a share of B it measured no faster than the split tiles
+  // on 64 to 86 SMs, and slower with a short K (H100, benchmarks/NOTES.md, session 27); and on
+  // 128×256 tiles (e.g. forced by TORCH_GEMM_WGMMA_SHAPE=2x1), for products of few tiles and a
+  // long K, which then move a third of the operand bytes that split 64×128 tiles move.
+  if (o.stream_k == 3 && splittable && !p.tf32_promoted) {
+    if (narrow_m == 1 && shape.consumers == 1 && shape.block_n == kWgmmaSmallBlockN) {
+      shape.split_k = 1, shape.stream_k_all = true;
+      if (shape.tile_rule != TileRule::kForced) shape.tile_rule = TileRule::kSmallStreamK;
+    } else if (shape.consumers == 2 && shape.block_n == kWgmmaBlockN) {
+      shape.split_k = 1, shape.stream_k_all = true;
+    }
   }
   // With clusters each block copies (and multicasts) half of B's rows, so B crosses from L2 once
   // a pair. That pays wherever a block walks several tiles, and on 64-row tiles, whose B is most
@@ -521,9 +526,10 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
   const int64_t rest = plan.turns % grid.slots;
   if (rule == StreamKRule::kOn && plan.shape.stream_k_all) {
     return "every one of the " + str(plan.turns) + " turns (" + str(plan.k_tiles) +
-           " k-tiles each) is dealt to the " + str(grid.slots) + " resident blocks as k-tiles, "
-           "about " + str(plan.turns * plan.k_tiles / grid.slots) + " each, partial sums meeting "
-           "in the workspace in a fixed order, so that every SM streams a share of B";
+           " k-tiles each) is dealt to the " + str(grid.slots) + " resident " +
+           (plan.shape.clusters ? "pairs" : "blocks") + " as k-tiles, about " +
+           str(plan.turns * plan.k_tiles / grid.slots) + " each, partial sums meeting in the "
+           "workspace in a fixed order, so that every SM streams a share of B";
   }
   if (rule == StreamKRule::kOn) {
     return "the last " + str(grid.sk_turns) + " turns (" + str(rest) + " left over after whole "

@@ -36,9 +36,10 @@ struct Overrides {
   // consumers 0: unset, the plan chooses.
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
   bool clusters = true;    // TORCH_GEMM_WGMMA_CLUSTER=1: no pairs sharing B
-  // TORCH_GEMM_WGMMA_STREAM_K=0|1|2|3: off; the last partial round; and one more; 3: as 1, and
-  // every turn of one-row 64×128 one-consumer tiles (16-bit, M <= 64) dealt out as k-tiles
-  // wherever the units outnumber the blocks (Shape::stream_k_all), in place of any split.
+  // TORCH_GEMM_WGMMA_STREAM_K=0|1|2|3: off; the last partial round; and one more; 3: every turn
+  // of 16-bit 128×256 tiles or of one row of 64×128 one-consumer tiles (M <= 64) dealt out as
+  // k-tiles wherever the units outnumber the blocks (Shape::stream_k_all), in place of any split;
+  // other tiles as 1.
   int stream_k = 1;
   int max_clusters = INT_MAX;  // TORCH_GEMM_WGMMA_MAX_CLUSTERS=n: at most n clusters resident
   // TORCH_GEMM_WGMMA_STORE=registers: C leaves from registers even where TMA could store it
@@ -76,8 +77,9 @@ struct Shape {
   // rounds: stream-K deals out the 128×256 tiles' last round and K is long (heuristics.cpp's
   // kStreamKKeepsWideMinKTiles).
   bool stream_k_keeps_wide = false;
-  // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): one row of
-  // 64×128 one-consumer tiles (M <= 64), under TORCH_GEMM_WGMMA_STREAM_K=3 only.
+  // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): 128×256
+  // tiles, or one row of 64×128 one-consumer tiles (M <= 64); under TORCH_GEMM_WGMMA_STREAM_K=3
+  // only.
   bool stream_k_all = false;
 
   int block_m() const { return consumers * static_cast<int>(kWgmmaNarrowBlockM); }
