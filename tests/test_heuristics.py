@@ -127,6 +127,9 @@ def test_streaming_every_tile_follows_the_overrides():
     assert not plan(100, 4096, 4096, stream_k="3")["stream_k"]   # two rows of 64x128 tiles
     assert not plan(64, 4096, 4096, shape="1x1", stream_k="3")["stream_k"]  # 64x256
     assert not plan(2048, 2048, 2048, shape="2x1x128", stream_k="3")["stream_k"]  # 128x128
+    # one tile of 128 k-tiles: fewer units than SMs, so the plan keeps its split in 8
+    p = plan(64, 128, 8192, stream_k="3")
+    assert p["split_k"] == 8 and not p["stream_k"]
 
 
 # TORCH_GEMM_WGMMA_STREAM_K=3 on 128x256 tiles: every turn dealt out, a few tiles with a long K over
@@ -158,6 +161,13 @@ def test_at_most_64_rows_take_64_row_tiles(M, N, K):
     assert_supported(p, BF16)
     assert tuple(plan(M, N, K, dtype=FP32)["tile"]) == (128, 256)  # tf32: not measured
     assert tuple(plan(65, N, K)["tile"]) == (128, 256)
+
+
+def test_at_most_64_rows_keep_128x256_tiles_beyond_one_round():
+    # 16 rows against 50257 columns (a vocabulary): 197 tiles of 128x256, more than the SMs, keep
+    # them and stream-K's last round; 64x256 tiles there were not measured.
+    p = plan(16, 50257, 4096, max_active_clusters=66)
+    assert tuple(p["tile"]) == (128, 256) and p["consumers"] == 2
 
 
 @pytest.mark.parametrize("why, M, N, K", [

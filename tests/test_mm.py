@@ -395,26 +395,29 @@ def test_wgmma_store_forced_to_registers():
     check_wgmma_under_env("store_fp32", shapes, LAYOUTS, env, script=STORE_FLOAT32_SCRIPT)
 
 
-# Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that small products take several
-# whole turns a cluster and then pieces, in both of its modes (the last partial round; that and
-# one round more), paired and unpaired, on the 128×256 tiles that stream-K takes.
 # Stream-K over every turn of one row of 64×128 tiles (TORCH_GEMM_WGMMA_STREAM_K=3, in place of
-# the plan's split or unsplit tiles): on every SM, pieces of about 15 k-tiles (32 tiles of 64), a
-# prime K (141 k-tiles, C rows of 1001 elements: stored from registers), batched, a weight of
-# 28672 rows; on few blocks (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that a block takes several whole
-# tiles between its pieces; a K of one k-tile and a ragged one.
+# the plan's split or unsplit tiles), on every SM: pieces of about 15 k-tiles (32 tiles of 64),
+# ragged N and K, a prime K (141 k-tiles, C rows of 1001 elements: stored from registers), a
+# weight of 28672 rows; and on few blocks (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that a block takes
+# several whole tiles between its pieces, with a K of one k-tile too. The plan (CPU code) is
+# checked to deal out every turn of each shape, so that none falls back to whole tiles.
 @requires_cuda
 @pytest.mark.parametrize("clusters", ["3", "7", ""])
 def test_wgmma_stream_k_over_every_turn(clusters):
-    shapes = [(64, 1000, 333), (17, 2600, 1031), (1, 300, 4099), (50, 4000, 64)]
-    if not clusters:
-        shapes += [(32, 4096, 4096), (30, 1001, 9001), (1, 4096, 28672)]
+    if clusters:
+        shapes = [(64, 1000, 333), (17, 2600, 1031), (1, 300, 4099), (50, 4000, 64)]
+    else:
+        shapes = [(64, 1000, 4099), (17, 2600, 1031), (1, 300, 4099), (32, 4096, 4096), (30, 1001, 9001),
+                  (1, 4096, 28672)]
+    for M, N, K in shapes:
+        p = torch_gemm._C.sm90_plan(M, N, K, sm_count=132, stream_k="3", max_clusters=clusters or None)
+        assert tuple(p["tile"]) == (64, 128) and p["stream_k_turns"] == p["turns"] > 0, (M, N, K, p["why"])
     check_wgmma_under_env(f"stream_k_all {clusters}", shapes, LAYOUTS,
                           {"TORCH_GEMM_WGMMA_MAX_CLUSTERS": clusters, "TORCH_GEMM_WGMMA_STREAM_K": "3"})
 
 
 # The same on 128×256 tiles (TORCH_GEMM_WGMMA_SHAPE=2x1): a few tiles with a long K over every
-# resident pair (up to 10 pairs a tile), edge tiles in M and N with C rows of 2001 elements and a
+# resident pair (about 8 pairs a tile), edge tiles in M and N with C rows of 2001 elements and a
 # ragged K, one short wave of single blocks (16 k-tiles), many turns a pair; unpaired; on few
 # clusters.
 @requires_cuda
@@ -424,9 +427,17 @@ def test_wgmma_stream_k_over_every_turn_of_wide_tiles(env):
                  "TORCH_GEMM_WGMMA_MAX_CLUSTERS": env if env.isdigit() else "",
                  "TORCH_GEMM_WGMMA_CLUSTER": "1" if env == "unpaired" else ""}
     shapes = [(256, 2048, 8192), (300, 2001, 3001), (256, 2048, 1024), (1900, 2600, 300)]
+    for M, N, K in shapes:
+        p = torch_gemm._C.sm90_plan(M, N, K, sm_count=132, max_active_clusters=66, shape="2x1", stream_k="3",
+                                    max_clusters=overrides["TORCH_GEMM_WGMMA_MAX_CLUSTERS"] or None,
+                                    cluster=overrides["TORCH_GEMM_WGMMA_CLUSTER"] or None)
+        assert tuple(p["tile"]) == (128, 256) and p["stream_k_turns"] == p["turns"] > 0, (M, N, K, p["why"])
     check_wgmma_under_env(f"stream_k_all_wide {env}", shapes, ("contiguous", "both_t"), overrides)
 
 
+# Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that small products take several
+# whole turns a cluster and then pieces, in both of its modes (the last partial round; that and
+# one round more), paired and unpaired, on the 128×256 tiles that stream-K takes.
 @requires_cuda
 @pytest.mark.parametrize("env", ["3:1:0", "5:1:0", "3:2:0", "4:1:1", "7:2:1"])
 def test_wgmma_stream_k_few_clusters(env):

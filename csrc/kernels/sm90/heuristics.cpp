@@ -105,8 +105,9 @@ WgmmaPlan plan_wgmma(const GemmParams& p) {
 }
 
 // Stream-K's workspace, where the launch may use it (plan_grid): 16-bit 128×256 tiles, unsplit,
-// without fused row sums, more of them than clusters can be resident. A partial sum per block
-// (kBlockM × kBlockN floats; at most one block per SM) and a flag per consumer.
+// without fused row sums, more of them than clusters can be resident; or every turn dealt out
+// (Shape::stream_k_all). A partial sum per block (the tile's floats; at most one block per SM)
+// and a flag per consumer.
 void plan_stream_k(const GemmParams& p, const Shape& shape, const Overrides& o, WgmmaPlan* plan) {
   const int64_t sms = shape.sms;
   const int64_t tiles = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, kWgmmaBlockN) * p.batch;
@@ -224,10 +225,11 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   shape.mid_tiles = wide_m * ceil_div(p.N, kWgmmaMidBlockN) * p.batch;
   const int64_t wide = shape.wide_tiles, medium = shape.medium_tiles, mid = shape.mid_tiles;
   // 16-bit products of at most 64 rows take 64-row tiles even where 128×256 ones would fill half the
-  // SMs: a 128-row tile would be half empty rows, its second consumer's wgmmas and B's second pass
-  // through shared memory for nothing (64×256 measured faster on an H100 and an H200:
-  // benchmarks/NOTES.md, session 27).
-  const bool one_row = sixteen_bit(p) && narrow_m == 1;
+  // SMs, up to one round of them: a 128-row tile would be half empty rows, its second consumer's
+  // wgmmas and B's second pass through shared memory for nothing (64×256 measured faster on an
+  // H100 and an H200 on one round: benchmarks/NOTES.md, session 27). More 128×256 tiles than SMs
+  // keep them, and stream-K over their last round (not measured against 64×256 tiles).
+  const bool one_row = sixteen_bit(p) && narrow_m == 1 && wide <= sms;
   shape.consumers = wide < sms / 2 || one_row ? 1 : 2;
   shape.tile_rule = wide < sms / 2 ? TileRule::kNarrow
                     : one_row      ? TileRule::kOneRowNarrow
@@ -297,11 +299,22 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   // on 64 to 86 SMs, and slower with a short K (H100, benchmarks/NOTES.md, session 27); and on
   // 128×256 tiles (e.g. forced by TORCH_GEMM_WGMMA_SHAPE=2x1), for products of few tiles and a
   // long K, which then move a third of the operand bytes that split 64×128 tiles move.
+  // Only where the k-tiles are at least as many as clusters could be resident (so the launcher
+  // never falls back to whole turns with the split given up). 128×256 tiles pair as the cluster
+  // rule below has them: not on one short wave of them.
+  const auto enough_units = [&](int64_t turns, int64_t cluster) {
+    return turns * k_tiles >= std::min<int64_t>(sms / cluster, o.max_clusters);
+  };
+  const bool wide_pairs = o.clusters && wide_m >= 2 &&
+                          !(wide <= sms && k_tiles < kPairOneWaveMinKTiles);
   if (o.stream_k == 3 && splittable && !p.tf32_promoted) {
-    if (narrow_m == 1 && shape.consumers == 1 && shape.block_n == kWgmmaSmallBlockN) {
+    if (narrow_m == 1 && shape.consumers == 1 && shape.block_n == kWgmmaSmallBlockN &&
+        enough_units(shape.small_tiles, 1)) {
       shape.split_k = 1, shape.stream_k_all = true;
       if (shape.tile_rule != TileRule::kForced) shape.tile_rule = TileRule::kSmallStreamK;
-    } else if (shape.consumers == 2 && shape.block_n == kWgmmaBlockN) {
+    } else if (shape.consumers == 2 && shape.block_n == kWgmmaBlockN &&
+               enough_units(wide_pairs ? ceil_div(wide_m, 2) * tiles_n * p.batch : wide,
+                            wide_pairs ? 2 : 1)) {
       shape.split_k = 1, shape.stream_k_all = true;
     }
   }
@@ -514,7 +527,7 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
       "off: tf32 tiles run whole turns",
       "off: fused row sums take whole tiles",
       "off: TORCH_GEMM_WGMMA_STREAM_K=0",
-      "off: only unsplit 128x256 tiles take stream-K (and one row of 64x128 tiles dealt out whole)",
+      "off: only unsplit 128x256 tiles take stream-K (and, under TORCH_GEMM_WGMMA_STREAM_K=3, one row of 64x128 tiles)",
       "off: the tiles fit in one round of resident clusters",
       nullptr,
       nullptr,
@@ -590,6 +603,10 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
 
   const std::string wide = str(s.wide_tiles) + " tiles of 128x256";
   const std::string half = "half of the " + str(sms) + " SMs";
+  // Why 128-row tiles were not taken: too few of them, or (at most 64 rows) half empty.
+  const std::string no_wide = s.wide_tiles < sms / 2
+                                  ? wide + " would leave more than " + half + " idle"
+                                  : str(p.M) + " rows (at most 64) would leave a 128-row tile half empty";
   switch (s.tile_rule) {
     case TileRule::kWide:
       r.tile = "128x256, two consumer warpgroups: the " + wide + " fill at least " + half;
@@ -620,24 +637,25 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       }
       break;
     case TileRule::kOneRowNarrow:
-      r.tile = "64x256, one consumer warpgroup: " + str(p.M) + " rows (at most 64) would leave a "
-               "128-row tile half empty, and the " + str(s.small_tiles) +
-               " tiles of 64x128 would not fit in one wave";
+      r.tile = "64x256, one consumer warpgroup: " + no_wide +
+               (can_split(p) ? ", and the " + str(s.small_tiles) + " tiles of 64x128 would not fit "
+                               "in one wave"
+                             : std::string(" (fused row sums follow 256-column tiles)"));
       break;
     case TileRule::kSmallStreamK:
-      r.tile = "64x128, one consumer warpgroup: " + wide + " would leave more than " + half +
-               " idle; one row of " + str(s.small_tiles) + " tiles of 64x128, which "
-               "TORCH_GEMM_WGMMA_STREAM_K=3 deals out as k-tiles instead of splitting (see stream_k)";
+      r.tile = "64x128, one consumer warpgroup: " + no_wide + "; one row of " +
+               str(s.small_tiles) + " tiles of 64x128, which TORCH_GEMM_WGMMA_STREAM_K=3 deals out "
+               "as k-tiles instead of splitting (see stream_k)";
       break;
     case TileRule::kSmall:
-      r.tile = "64x128, one consumer warpgroup: " + wide + " would leave more than " + half +
-               " idle, and the " + str(s.small_tiles) + " tiles of 64x128 fit in one wave";
+      r.tile = "64x128, one consumer warpgroup: " + no_wide + ", and the " + str(s.small_tiles) +
+               " tiles of 64x128 fit in one wave";
       break;
     case TileRule::kSmallSplit:
-      r.tile = "64x128 split in " + str(s.split_k) + " along K: " + wide + " would leave more than " +
-               half + " idle, and even the " + str(s.small_tiles) + " tiles of 64x128 leave half of "
-               "them idle; " + str(s.split_k) + " slices are as many as one wave of clusters takes "
-               "(about 7/8 of " + str(sms) + " / " + str(s.split_k) + " resident) with at least " +
+      r.tile = "64x128 split in " + str(s.split_k) + " along K: " + no_wide + ", and even the " +
+               str(s.small_tiles) + " tiles of 64x128 leave half of the SMs idle; " +
+               str(s.split_k) + " slices are as many as one wave of clusters takes (about 7/8 of " +
+               str(sms) + " / " + str(s.split_k) + " resident) with at least " +
                str(kSmallSplitMinKTiles) + " k-tiles each";
       break;
     case TileRule::kMedium:

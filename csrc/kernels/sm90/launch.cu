@@ -153,9 +153,12 @@ LaunchStatus bind_primary_context() {
 // such products ran slower with it (benchmarks/NOTES.md, sessions 11 and 27).
 constexpr int64_t kWideL2PromotionBytes = 256;
 
-CUtensorMapL2promotion operand_l2_promotion(const void* base, int64_t row_stride_bytes) {
-  const bool rows_on_lines = reinterpret_cast<uintptr_t>(base) % kWideL2PromotionBytes == 0 &&
-                             row_stride_bytes % kWideL2PromotionBytes == 0;
+CUtensorMapL2promotion operand_l2_promotion(const void* base, int64_t row_stride_bytes,
+                                            int64_t batch, int64_t batch_stride_bytes) {
+  const bool rows_on_lines =
+      reinterpret_cast<uintptr_t>(base) % kWideL2PromotionBytes == 0 &&
+      row_stride_bytes % kWideL2PromotionBytes == 0 &&
+      (batch <= 1 || batch_stride_bytes % kWideL2PromotionBytes == 0);
   return rows_on_lines ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
 }
 
@@ -201,7 +204,7 @@ LaunchStatus encode_operand_map(CUtensorMap* map, const OperandPlan& op, int box
   const CUresult result =
       encode(map, type, 3, const_cast<void*>(op.ptr), dims, strides, box, element_strides,
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             operand_l2_promotion(op.ptr, outer_stride),
+             operand_l2_promotion(op.ptr, outer_stride, op.batch, batch_stride),
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // NONE: zeros outside
   if (result == CUDA_SUCCESS) return {};
   return refuse(describe_map(which, result, op.ptr, dims, strides, box));
