@@ -79,14 +79,19 @@ def operands(M: int, N: int, K: int, layout: str, dtype: torch.dtype, dev: torch
 
 def worker(option: str, products_file: Path, dtype_name: str, out_file: Path, budget: timing.Timing) -> int:
     """Times every product with wgmma_sm90 under this process's overrides; writes [[M, N, K,
-    layout, ms], ...]."""
+    layout, ms], ...]. An option that asks for stream-K over every turn skips the products whose
+    plan does not take it (too few k-tiles, or other tiles), so that no time is recorded under a
+    plan it did not run."""
     import torch_gemm
 
     dev = torch.device("cuda")
     dtype = dtypes.TORCH_DTYPES[dtype_name]
+    every_turn = OPTIONS[option].get("TORCH_GEMM_WGMMA_STREAM_K") == "3"
     results = []
     for M, N, K, layout in json.loads(products_file.read_text()):
         a, b = operands(M, N, K, layout, dtype, dev)
+        if every_turn and not torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["stream_k"]:
+            continue
         ms = timing.time_ms(lambda: torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"), dev, budget)
         results.append([M, N, K, layout, ms])
         del a, b
@@ -188,9 +193,10 @@ def measure(products: list, dtype_name: str, options: Sequence[str], budget: tim
                "--worker-out", str(out_file), "--warmup-ms", str(budget.warmup_ms), "--rep-ms", str(budget.rep_ms)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_GEMM_WGMMA_")}
         subprocess.run(cmd, env={**env, **OPTIONS[option]}, check=True)
-        for M, N, K, layout, ms in json.loads(out_file.read_text()):
+        timed = json.loads(out_file.read_text())
+        for M, N, K, layout, ms in timed:
             rows.append(dict(M=M, N=N, K=K, layout=layout, dtype=dtype_name, option=option, ms=ms))
-        print(f"  {option}: {len(products)} products")
+        print(f"  {option}: {len(timed)} of {len(products)} products")
     return rows
 
 
