@@ -237,16 +237,42 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const bool splittable = can_split(p);
   const int64_t k_tiles = ceil_div(p.K, k_tile_elements(p));
   const auto rounds = [sms](int64_t tiles) { return ceil_div(tiles, sms); };
-  // Whether 128×256 tiles, with a K of kStreamKKeepsWideMinKTiles or more, would have their last
-  // round dealt out by stream-K (as plan_grid would, counting on sms / 2 resident pairs, as on an
-  // H100 SXM or H200): then the narrower tiles below do not replace them. Only 16-bit
-  // two-consumer products take stream-K.
-  const int64_t wide_cluster = o.clusters && wide_m >= 2 ? 2 : 1;
-  const int64_t slots = std::min<int64_t>(sms / wide_cluster, o.max_clusters);
+  // Whether the blocks of a shape's tiles pair along M, sharing B (kPairs), and else why not.
+  // With clusters each block copies (and multicasts) half of B's rows, so B crosses from L2 once
+  // a pair. That pays wherever a block walks several tiles, and on 64-row tiles, whose B is most
+  // of the bytes copied. Where every block has one two-consumer tile (one wave), it pays for a
+  // 16-bit loop of at least kPairOneWaveMinKTiles, which L2's bandwidth bounds; with a shorter K,
+  // or tf32 (not measured), the pair's start and its stages waiting on both blocks' copies cost
+  // more (benchmarks/NOTES.md, sessions 9 and 22).
+  const auto cluster_rule_of = [&](const Shape& s) {
+    const int64_t two_consumer_tiles =
+        s.block_n == kWgmmaBlockN ? wide : s.block_n == kWgmmaMidBlockN ? mid : medium;
+    const bool one_short_wave = s.consumers == 2 && two_consumer_tiles <= sms &&
+                                (!sixteen_bit(p) || k_tiles < kPairOneWaveMinKTiles);
+    if (s.split_k != 1) return ClusterRule::kSplitK;
+    if (!o.clusters) return ClusterRule::kOff;
+    if ((s.consumers == 2 ? wide_m : narrow_m) < 2) return ClusterRule::kOneTileRow;
+    if (one_short_wave) return ClusterRule::kOneWave;
+    if (s.block_n == kWgmmaMidBlockN && !plan_wgmma(p).b.k_major) return ClusterRule::kMidNMajor;
+    return ClusterRule::kPairs;
+  };
+  // Turns (a cluster's tiles) of a shape's tiles, and the clusters that may be resident at once
+  // (as plan_grid counts them, with sms / 2 resident pairs, as on an H100 SXM or H200).
+  const auto turns_of = [&](const Shape& s, int64_t cluster) {
+    return ceil_div(ceil_div(p.M, s.block_m()), cluster) * ceil_div(p.N, s.block_n) * p.batch;
+  };
+  const auto slots_of = [&](int64_t cluster) {
+    return std::min<int64_t>(sms / cluster, o.max_clusters);
+  };
+  // Whether 128×256 tiles (Shape's defaults), with a K of kStreamKKeepsWideMinKTiles or more,
+  // would have their last round dealt out by stream-K (as plan_grid would): then the narrower
+  // tiles below do not replace them. Only 16-bit two-consumer products take stream-K.
+  const int64_t wide_cluster = cluster_rule_of(Shape{}) == ClusterRule::kPairs ? 2 : 1;
   StreamKRule wide_stream_k = StreamKRule::kOff;
   const bool keep_wide =
-      k_tiles >= kStreamKKeepsWideMinKTiles && o.stream_k != 0 && slots > 0 && wide >= sms / 2 &&
-      stream_k_turns(ceil_div(wide_m, wide_cluster) * tiles_n * p.batch, slots, k_tiles, false, o,
+      k_tiles >= kStreamKKeepsWideMinKTiles && o.stream_k != 0 && slots_of(wide_cluster) > 0 &&
+      wide >= sms / 2 &&
+      stream_k_turns(turns_of(Shape{}, wide_cluster), slots_of(wide_cluster), k_tiles, false, o,
                      &wide_stream_k) > 0;
   if (splittable && shape.consumers == 1 && shape.small_tiles <= sms) {
     shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
@@ -299,48 +325,23 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   // on 64 to 86 SMs, and slower with a short K (H100, benchmarks/NOTES.md, session 27); and on
   // 128×256 tiles (e.g. forced by TORCH_GEMM_WGMMA_SHAPE=2x1), for products of few tiles and a
   // long K, which then move a third of the operand bytes that split 64×128 tiles move.
-  // Only where the k-tiles are at least as many as clusters could be resident (so the launcher
-  // never falls back to whole turns with the split given up). 128×256 tiles pair as the cluster
-  // rule below has them: not on one short wave of them.
-  const auto enough_units = [&](int64_t turns, int64_t cluster) {
-    return turns * k_tiles >= std::min<int64_t>(sms / cluster, o.max_clusters);
-  };
-  const bool wide_pairs = o.clusters && wide_m >= 2 &&
-                          !(wide <= sms && k_tiles < kPairOneWaveMinKTiles);
-  if (o.stream_k == 3 && splittable && !p.tf32_promoted) {
-    if (narrow_m == 1 && shape.consumers == 1 && shape.block_n == kWgmmaSmallBlockN &&
-        enough_units(shape.small_tiles, 1)) {
+  // Only where the k-tiles are at least as many as clusters could be resident, so that the
+  // launcher never falls back to whole turns with the split given up.
+  const bool every_turn_tiles =
+      (narrow_m == 1 && shape.consumers == 1 && shape.block_n == kWgmmaSmallBlockN) ||
+      (shape.consumers == 2 && shape.block_n == kWgmmaBlockN);
+  if (o.stream_k == 3 && splittable && !p.tf32_promoted && every_turn_tiles) {
+    Shape unsplit = shape;
+    unsplit.split_k = 1;
+    const int64_t cluster = cluster_rule_of(unsplit) == ClusterRule::kPairs ? 2 : 1;
+    if (turns_of(unsplit, cluster) * k_tiles >= slots_of(cluster)) {
       shape.split_k = 1, shape.stream_k_all = true;
-      if (shape.tile_rule != TileRule::kForced) shape.tile_rule = TileRule::kSmallStreamK;
-    } else if (shape.consumers == 2 && shape.block_n == kWgmmaBlockN &&
-               enough_units(wide_pairs ? ceil_div(wide_m, 2) * tiles_n * p.batch : wide,
-                            wide_pairs ? 2 : 1)) {
-      shape.split_k = 1, shape.stream_k_all = true;
+      if (shape.consumers == 1 && shape.tile_rule != TileRule::kForced) {
+        shape.tile_rule = TileRule::kSmallStreamK;
+      }
     }
   }
-  // With clusters each block copies (and multicasts) half of B's rows, so B crosses from L2 once
-  // a pair. That pays wherever a block walks several tiles, and on 64-row tiles, whose B is most
-  // of the bytes copied. Where every block has one two-consumer tile (one wave), it pays for a
-  // 16-bit loop of at least kPairOneWaveMinKTiles, which L2's bandwidth bounds; with a shorter K,
-  // or tf32 (not measured), the pair's start and its stages waiting on both blocks' copies cost
-  // more (benchmarks/NOTES.md, sessions 9 and 22).
-  const int64_t two_consumer_tiles =
-      shape.block_n == kWgmmaBlockN ? wide : shape.block_n == kWgmmaMidBlockN ? mid : medium;
-  const bool one_short_wave = shape.consumers == 2 && two_consumer_tiles <= sms &&
-                              (!sixteen_bit(p) || k_tiles < kPairOneWaveMinKTiles);
-  if (shape.split_k != 1) {
-    shape.cluster_rule = ClusterRule::kSplitK;
-  } else if (!o.clusters) {
-    shape.cluster_rule = ClusterRule::kOff;
-  } else if ((shape.consumers == 2 ? wide_m : narrow_m) < 2) {
-    shape.cluster_rule = ClusterRule::kOneTileRow;
-  } else if (one_short_wave) {
-    shape.cluster_rule = ClusterRule::kOneWave;
-  } else if (shape.block_n == kWgmmaMidBlockN && !plan_wgmma(p).b.k_major) {
-    shape.cluster_rule = ClusterRule::kMidNMajor;
-  } else {
-    shape.cluster_rule = ClusterRule::kPairs;
-  }
+  shape.cluster_rule = cluster_rule_of(shape);
   shape.clusters = shape.cluster_rule == ClusterRule::kPairs;
   return shape;
 }
@@ -527,7 +528,8 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
       "off: tf32 tiles run whole turns",
       "off: fused row sums take whole tiles",
       "off: TORCH_GEMM_WGMMA_STREAM_K=0",
-      "off: only unsplit 128x256 tiles take stream-K (and, under TORCH_GEMM_WGMMA_STREAM_K=3, one row of 64x128 tiles)",
+      "off: only unsplit 128x256 tiles take stream-K (and, under TORCH_GEMM_WGMMA_STREAM_K=3, "
+      "one row of 64x128 tiles)",
       "off: the tiles fit in one round of resident clusters",
       nullptr,
       nullptr,
