@@ -51,8 +51,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                                                : kConsumers == 1 && kMmaN / 8 % kSplitK == 0)),
                 "split-K: 16-bit C, clusters of the K slices, each owning whole epilogue boxes "
                 "(128×256) or whole 8-column groups (64×128)");
-  static_assert(kKMajorB || Config::kBlockN / kClusterM % Config::kMNBox == 0,
-                "each block multicasts whole 64-element boxes of an N-major B");
+  static_assert(kKMajorB || Config::kBlockN % Config::kMNBox == 0,
+                "an N-major B is whole 64-element boxes, each multicast by one block of a pair");
   static_assert(!Config::kTf32 || kKMajorB, "tf32 wgmma reads B K-major only (A: registers)");
   static_assert(!Config::kPromoted || (kKMajorA && kSplitK == 1),
                 "3xTF32's promoted tiles read A from shared memory, K-major, and whole K");
