@@ -238,8 +238,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const int64_t k_tiles = ceil_div(p.K, k_tile_elements(p));
   const auto rounds = [sms](int64_t tiles) { return ceil_div(tiles, sms); };
   // Whether the blocks of a shape's tiles pair along M, sharing B (kPairs), and else why not.
-  // With clusters each block copies (and multicasts) half of B's rows, so B crosses from L2 once
-  // a pair. That pays wherever a block walks several tiles, and on 64-row tiles, whose B is most
+  // With clusters each block copies (and multicasts) a part of B (half; an N-major 192-column tile
+  // as 2 of its 64-column boxes and 1), so B crosses from L2 once a pair. That pays wherever a block walks several tiles, and on 64-row tiles, whose B is most
   // of the bytes copied. Where every block has one two-consumer tile (one wave), it pays for a
   // 16-bit loop of at least kPairOneWaveMinKTiles, which L2's bandwidth bounds; with a shorter K,
   // or tf32 (not measured), the pair's start and its stages waiting on both blocks' copies cost
