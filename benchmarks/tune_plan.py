@@ -121,14 +121,12 @@ def fit(rows: Sequence[dict], sms: int) -> dict:
     # A 128×128 or 128×192 tile against a 128×256 one, all paired: time per round, where the
     # 128×256 tiles fill at least half the SMs (a partial round's idle SMs clock the others higher).
     costs: dict[int, list[float]] = {128: [], 192: []}
-    for (M, N, K, layout, _), t in products.items():
+    for (M, N, K, _, _), t in products.items():
         wide = tiles(M, N, 128, 256)
         if "128x256" not in t or wide * 2 < sms:
             continue
         for tile_n in costs:
             name = f"128x{tile_n}"
-            if tile_n == 192 and layout[1] == "N":
-                name += "-unpaired"  # an N-major B: 192-column tiles never pair (heuristics.cpp)
             if name in t:
                 per_round = t[name] / math.ceil(tiles(M, N, 128, tile_n) / sms)
                 costs[tile_n].append(per_round / (t["128x256"] / math.ceil(wide / sms)))

@@ -124,10 +124,11 @@ DEFAULT_CASES = (
          "128x256 leave 52 SMs idle; 32 k-tiles, so pairs share B",
          "wgmma_sm90", 1024, 2560, 2048,
          expect={"tile": (128, 192), "consumers": 2, "cluster": 2, "split_k": 1}),
-    Case("wgmma 128x192 single N-major", "the same with B row-major (N-major): half of its "
-         "192-column tile is not whole 64-column boxes, so single blocks; edge tiles in M and N",
+    Case("wgmma 128x192 pairs N-major", "the same with B row-major (N-major): the pair multicasts "
+         "its three 64-column boxes, two from one block and one from the other; edge tiles in M "
+         "and N",
          "wgmma_sm90", 1000, 2504, 2048, b_k_major=False,
-         expect={"tile": (128, 192), "consumers": 2, "cluster": 1, "split_k": 1}),
+         expect={"tile": (128, 192), "consumers": 2, "cluster": 2, "split_k": 1}),
     Case("wgmma repack odd leading dimension", "K = 2050 bf16: A's and B's rows are 4100 bytes, "
          "not a multiple of the 16 TMA needs, so both are copied into the workspace first",
          "wgmma_sm90", 250, 4264, 2050,

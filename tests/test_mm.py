@@ -206,9 +206,9 @@ WGMMA_MEDIUM_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 384, 10
 
 
 # wgmma_sm90 takes 128×192 tiles (two consumers of 64×192, 16-bit) where the two-consumer tiles it
-# would take otherwise make at most two rounds and these make fewer: paired along M where B is
-# K-major (and K long enough to pair one wave), single blocks where it is N-major (NN, TN). On a
-# 132-SM H100/H200: 112 tiles in one wave, paired; an edge tile in N of 8 columns (2504); C rows of
+# would take otherwise make at most two rounds and these make fewer: paired along M (K long enough
+# to pair one wave), an N-major B (NN, TN) multicast as 64-column boxes, 2 by one block, 1 by the
+# other. On a 132-SM H100/H200: 112 tiles in one wave, paired; an edge tile in N of 8 columns (2504); C rows of
 # 2501 elements (stored from registers); batched; a prime K with 9 tile rows (a pair with one tile
 # past M); 224 tiles in 2 rounds.
 WGMMA_MID_SHAPES = [(1, 1024, 2560, 2048), (1, 1000, 2504, 1100), (1, 1000, 2501, 577),
@@ -330,9 +330,9 @@ def test_wgmma_forced_small_split(shape):
 
 # 128×192 tiles forced (TORCH_GEMM_WGMMA_SHAPE=2x1x192) onto shapes the plan gives other tiles,
 # every layout: a single tile, K of 1, edge tiles in M and N, C rows of 1001 elements (one short
-# wave: single blocks); one paired wave where B is K-major (1000×1001×2048); 704 tiles over the
-# resident pairs with one k-tile each, so each block carries its previous tile's deferred stores
-# into the next (4096×4096×64).
+# wave: single blocks); one paired wave (1000×1001×2048; an N-major B in 2 boxes and 1); 704
+# tiles over the resident pairs with one k-tile each, so each block carries its previous tile's
+# deferred stores into the next (4096×4096×64).
 @requires_cuda
 def test_wgmma_forced_mid_tiles():
     check_wgmma_under_env("forced_mid", [(70, 300, 100), (5, 129, 1), (130, 1000, 577), (1000, 1001, 67),

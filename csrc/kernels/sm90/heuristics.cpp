@@ -238,8 +238,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const int64_t k_tiles = ceil_div(p.K, k_tile_elements(p));
   const auto rounds = [sms](int64_t tiles) { return ceil_div(tiles, sms); };
   // Whether the blocks of a shape's tiles pair along M, sharing B (kPairs), and else why not.
-  // With clusters each block copies (and multicasts) half of B's rows, so B crosses from L2 once
-  // a pair. That pays wherever a block walks several tiles, and on 64-row tiles, whose B is most
+  // With clusters each block copies (and multicasts) a part of B (half; an N-major 192-column tile
+  // as 2 of its 64-column boxes and 1), so B crosses from L2 once a pair. That pays wherever a block walks several tiles, and on 64-row tiles, whose B is most
   // of the bytes copied. Where every block has one two-consumer tile (one wave), it pays for a
   // 16-bit loop of at least kPairOneWaveMinKTiles, which L2's bandwidth bounds; with a shorter K,
   // or tf32 (not measured), the pair's start and its stages waiting on both blocks' copies cost
@@ -253,7 +253,6 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     if (!o.clusters) return ClusterRule::kOff;
     if ((s.consumers == 2 ? wide_m : narrow_m) < 2) return ClusterRule::kOneTileRow;
     if (one_short_wave) return ClusterRule::kOneWave;
-    if (s.block_n == kWgmmaMidBlockN && !plan_wgmma(p).b.k_major) return ClusterRule::kMidNMajor;
     return ClusterRule::kPairs;
   };
   // Turns (a cluster's tiles) of a shape's tiles, and the clusters that may be resident at once
@@ -724,8 +723,12 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
 
   switch (s.cluster_rule) {
     case ClusterRule::kPairs:
-      r.cluster = "pairs of blocks along M share B's tile: each copies half of it by TMA "
-                  "multicast, so B crosses from L2 once per pair";
+      r.cluster = s.block_n == kWgmmaMidBlockN && !plan.product.b.k_major
+                      ? "pairs of blocks along M share B's tile: N-major, it goes as three "
+                        "64-column boxes, two copied by one block and one by the other by TMA "
+                        "multicast, so B crosses from L2 once per pair"
+                      : "pairs of blocks along M share B's tile: each copies half of it by TMA "
+                        "multicast, so B crosses from L2 once per pair";
       break;
     case ClusterRule::kSplitK:
       r.cluster = "the cluster is the tile's " + str(s.split_k) + " blocks, one slice of K each";
@@ -735,10 +738,6 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     case ClusterRule::kOneTileRow:
       r.cluster = "single blocks: one tile row, nothing to pair along M";
-      break;
-    case ClusterRule::kMidNMajor:
-      r.cluster = "single blocks: B is N-major, and half of a 192-column tile of it would not be "
-                  "whole 64-column boxes to multicast";
       break;
     case ClusterRule::kOneWave:
       r.cluster = "single blocks: every block has one tile (one wave) " +

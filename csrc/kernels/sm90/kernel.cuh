@@ -24,10 +24,9 @@ namespace torch_gemm {
 // kKMajorA / kKMajorB: whether A (M, K) and B (K, N) are K-major in memory (stride 1 along K),
 // which decides the boxes the producer copies and the descriptors and transposes of the wgmmas.
 // kClusterM: blocks per cluster, each computing one of kClusterM tiles stacked along M. They
-// share B: each block's producer copies 1/kClusterM of it and multicasts it to all of them, so
-// B crosses L2 → SM once per cluster instead of once per block (128×192 tiles pair only where B is
-// K-major: half of an N-major B would not be whole 64-column boxes). kConsumers, kMmaN:
-// WgmmaConfig's.
+// share B: each block's producer copies a part of it (half its rows; of an N-major B whole
+// 64-column boxes, of a 192-column tile 2 and 1) and multicasts it to all of them, so B crosses
+// L2 → SM once per cluster instead of once per block. kConsumers, kMmaN: WgmmaConfig's.
 // kSplitK > 1 (16-bit, kClusterM = 1; 2 on 128×256 tiles, 2, 4 or 8 on 64×128): a cluster of
 // kSplitK blocks shares each tile, block s taking the s-th slice of K, and their partial sums meet
 // in shared memory (reduce_split): for products with too few tiles to fill the SMs. The launcher
@@ -51,8 +50,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                                                : kConsumers == 1 && kMmaN / 8 % kSplitK == 0)),
                 "split-K: 16-bit C, clusters of the K slices, each owning whole epilogue boxes "
                 "(128×256) or whole 8-column groups (64×128)");
-  static_assert(kKMajorB || Config::kBlockN / kClusterM % Config::kMNBox == 0,
-                "each block multicasts whole 64-element boxes of an N-major B");
+  static_assert(kKMajorB || Config::kBlockN % Config::kMNBox == 0,
+                "an N-major B is whole 64-element boxes, each multicast by one block of a pair");
   static_assert(!Config::kTf32 || kKMajorB, "tf32 wgmma reads B K-major only (A: registers)");
   static_assert(!Config::kPromoted || (kKMajorA && kSplitK == 1),
                 "3xTF32's promoted tiles read A from shared memory, K-major, and whole K");

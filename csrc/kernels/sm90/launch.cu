@@ -342,7 +342,7 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
 }
 
 // The kernel for the plan's clusters and K slices (split-K: 16-bit, 128×256 tiles in two
-// slices, 64×128 tiles in 2, 4 or 8; 128×192 tiles unsplit, paired only with a K-major B).
+// slices, 64×128 tiles in 2, 4 or 8; 128×192 tiles unsplit).
 template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB>
 LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
                            const CUtensorMap& map_c, const WgmmaParams& wp, const sm90::Plan& plan,
@@ -370,18 +370,10 @@ LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
         break;
     }
   }
-  if constexpr (kMmaN == kWgmmaMidBlockN && !kKMajorB) {
-    // Half of a 192-column tile of an N-major B is not whole 64-column boxes: the plan pairs
-    // these tiles only where B is K-major.
-    if (plan.shape.clusters) return refuse("128x192 tiles pair only where B is K-major");
-    return launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 1>(map_a, map_b, map_c, wp,
-                                                                         plan, stream);
-  } else {
-    return plan.shape.clusters ? launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 2, 1>(
-                                     map_a, map_b, map_c, wp, plan, stream)
-                               : launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 1>(
-                                     map_a, map_b, map_c, wp, plan, stream);
-  }
+  return plan.shape.clusters ? launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 2, 1>(
+                                   map_a, map_b, map_c, wp, plan, stream)
+                             : launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 1>(
+                                   map_a, map_b, map_c, wp, plan, stream);
 }
 
 template <typename T> constexpr CUtensorMapDataType kTensorMapType = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;

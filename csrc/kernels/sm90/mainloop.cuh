@@ -46,7 +46,8 @@ __device__ __forceinline__ int accumulator_row(int warp, int lane, int half) {
 // The producer side: the copies of one stage, and the producer thread's loop over its walk.
 // kKMajorA / kKMajorB: whether A (M, K) and B (K, N) are K-major in memory, which decides the
 // boxes copied. kClusterM = 2: the pair's blocks compute vertically adjacent tiles and share B,
-// each copying half of it and multicasting that to both.
+// each copying a part of it (half; of an N-major 192-column tile 2 boxes and 1) and multicasting
+// that to both.
 template <typename Config, bool kKMajorA, bool kKMajorB, int kClusterM>
 struct Producer {
   unsigned char* sA;  // (kStages, kStageBytesA)
@@ -57,7 +58,11 @@ struct Producer {
   const CUtensorMap* map_b;
   uint32_t rank;      // the block's tile of the pair
 
-  static constexpr int kSliceN = Config::kBlockN / kClusterM;  // the part of B a block multicasts
+  static constexpr int kSliceN = Config::kBlockN / kClusterM;  // a K-major B's rows a block multicasts
+  // An N-major B goes as 64-column boxes, rank r multicasting boxes [r·kRankBoxes, ...): of a
+  // 192-column tile, 2 and 1, since half of it is not whole boxes.
+  static constexpr int kBoxesB = Config::kBlockN / Config::kMNBox;
+  static constexpr int kRankBoxes = (kBoxesB + kClusterM - 1) / kClusterM;
 
   // One stage's copies, counted on full[stage]: this block's A, and its slice of B multicast to
   // the cluster, or (whole_b) all of B into this block alone.
@@ -82,8 +87,8 @@ struct Producer {
 #pragma unroll
     for (int r = 0; r < kClusterM; ++r) {
       if (!whole_b && r != static_cast<int>(rank)) continue;
-      const int slice = r * kSliceN;
       if constexpr (kKMajorB) {
+        const int slice = r * kSliceN;
         // (kSliceN rows, one row of K): rows slice .. slice + kSliceN of the (kBlockN, K) tile.
         unsigned char* dst = b + slice * Config::kSwizzleBytes;
         if (multicast) {
@@ -93,8 +98,9 @@ struct Producer {
         }
       } else {
 #pragma unroll
-        for (int j = 0; j < kSliceN / Config::kMNBox; ++j) {  // (64 K rows, 64 N) each
-          const int box = slice / Config::kMNBox + j;
+        for (int j = 0; j < kRankBoxes; ++j) {  // (64 K rows, 64 N) each
+          const int box = r * kRankBoxes + j;
+          if (box >= kBoxesB) break;
           unsigned char* dst = b + box * Config::kMNBoxBytes;
           if (multicast) {
             tma_load_multicast(dst, map_b, &full[stage], kClusterMask, n0 + box * Config::kMNBox,
