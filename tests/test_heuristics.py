@@ -74,16 +74,17 @@ def test_few_tiles_take_64x128_tiles(dtype):
 
 
 # Resident clusters counted on for 132 SMs: 66 pairs, 28 of 4, 14 of 8 (7/8 of 132 / size); at
-# least 16 k-tiles a slice.
+# least 8 k-tiles a slice.
 @pytest.mark.parametrize("M, N, K, split", [
     (32, 4096, 4096, 2),    # 32 tiles of 64x128: more than 28 clusters of 4
     (64, 4096, 14336, 2),
     (128, 4096, 4096, 2),   # 64 tiles
     (16, 2048, 8192, 4),    # 16 tiles: more than 14 clusters of 8
-    (16, 2048, 2048, 2),    # 32 k-tiles: 16 a slice at most
-    (64, 1024, 4096, 4),    # 8 tiles, 64 k-tiles
+    (16, 2048, 1024, 2),    # 16 k-tiles: 8 a slice at most
+    (64, 1024, 2048, 4),    # 8 tiles, 32 k-tiles
     (64, 1024, 8192, 8),    # 8 tiles: at most 8 slices (a cluster)
-    (64, 2560, 2560, 2),    # 20 tiles, 40 k-tiles
+    (64, 2560, 2560, 4),    # 20 tiles, 40 k-tiles
+    (64, 4096, 1984, 2),    # 32 tiles, 31 k-tiles
     (64, 5120, 5120, 2),    # 40 tiles
 ])
 def test_few_64x128_tiles_split_k(M, N, K, split):
@@ -172,7 +173,7 @@ def test_at_most_64_rows_keep_128x256_tiles_beyond_one_round():
 
 @pytest.mark.parametrize("why, M, N, K", [
     ("half the SMs busy", 256, 4096, 4096),  # 128 tiles of 64x128
-    ("short K", 64, 4096, 1984),              # 31 k-tiles: fewer than 16 a slice in two
+    ("short K", 64, 4096, 960),               # 15 k-tiles: fewer than 8 a slice in two
 ])
 def test_64x128_tiles_unsplit(why, M, N, K):
     p = plan(M, N, K)
@@ -180,8 +181,8 @@ def test_64x128_tiles_unsplit(why, M, N, K):
 
 
 def test_short_k_splits_less():
-    # 64×1024×2048: 32 k-tiles allow 2 slices of 16, not the 8 slices the 8 tiles would take.
-    assert plan(64, 1024, 2048)["split_k"] == 2
+    # 64×1024×2048: 32 k-tiles allow 4 slices of 8, not the 8 slices the 8 tiles would take.
+    assert plan(64, 1024, 2048)["split_k"] == 4
 
 
 def test_few_tiles_in_tf32_take_64x256_tiles():
@@ -213,6 +214,9 @@ def test_128x128_where_they_make_fewer_rounds():
     (2048, 2560, 512, "160 of 128x256 in 2 rounds, 224 of 128x192 in 2"),
     (1024, 5120, 2560, "160 of 128x256 in 2 rounds, too short a K (40 k-tiles) for stream-K"),
     (1024, 5120, 5120, "160 of 128x256 in 2 rounds, stream-K on the last, but only 80 k-tiles"),
+    (3072, 3072, 2048, "288 of 128x256 in 3 rounds, 384 of 128x192 in 3"),
+    (2048, 3072, 11008, "192 of 128x256 in 2 rounds with stream-K on the last, 256 of 128x192 "
+                        "filling 97% of 2: at 13/10 of their share the 128x256 tiles cost more"),
 ])
 def test_128x192_where_they_make_fewer_rounds(M, N, K, why):
     p = plan(M, N, K)
@@ -231,6 +235,7 @@ def test_128x192_where_they_make_fewer_rounds(M, N, K, why):
     (64, 20000, 4096, {}),            # 64 rows: a 128-row tile would be half empty
     (2048, 2560, 64, {}),             # one k-tile (dW of 64 tokens): not measured
     (4096, 4096, 4096, {}),           # 4 rounds of 128x256 against 6 of 128x192
+    (3072, 4096, 2048, {}),           # 3 rounds against 4 (more than kMidMaxRounds)
     (8192, 2560, 4096, {}),           # 5 against 7
     (1024, 4096, 14336, {}),          # one round of 128 tiles against 2
     (1024, 2560, 8192, {"dtype": FP32}),
@@ -249,6 +254,14 @@ def test_128x256_with_stream_k_over_fewer_rounds_of_narrower_tiles():
     assert "stream-K" not in plan(8192, 8192, 8192)["why"]["tile"]
     # Stream-K off: the rounds decide again.
     assert tuple(plan(1024, 5120, 14336, stream_k="0")["tile"]) != (128, 256)
+
+
+def test_128x192_over_stream_k_where_their_rounds_are_nearly_full():
+    # 2048×3072×11008: 192 tiles of 128x256 (stream-K over the last of 2 rounds) against 256 of
+    # 128x192, 97% of two rounds: 2·8/10 < 192/132 · 13/10 (measured 0.89–0.91 of the time, H100).
+    p = plan(2048, 3072, 11008, max_active_clusters=66)
+    assert tuple(p["tile"]) == (128, 192) and not p["stream_k"]
+    assert "more than these whole rounds" in p["why"]["tile"]
 
 
 def test_128x128_needs_more_than_64_rows_and_16_bit():

@@ -22,9 +22,10 @@ constexpr int64_t kMediumTileCostTenths = 6;
 // of the product, at about 0.92 of the 128×256 tile's pace where the 128×128 tile keeps 0.8 (which
 // predicts its measured 0.58–0.64). Taken where its tiles make fewer rounds than the 256- or
 // 128-column ones at their costs, and at most kMidMaxRounds: a product of between about a half and
-// two rounds of 128×256 tiles, which otherwise leaves many SMs idle in its last round.
+// three rounds of 128×256 tiles, which otherwise leaves many SMs idle in its last round (three
+// rounds against three: 3072×3072 dW, 128×192 1.17–1.23× faster, H100, session 29).
 constexpr int64_t kMidTileCostTenths = 8;  // measured 0.803 (H200, tune_plan, 120 products)
-constexpr int64_t kMidMaxRounds = 2;
+constexpr int64_t kMidMaxRounds = 3;
 // 128×192 tiles need a K of at least this many k-tiles: measured from 4 (K = 256, faster than
 // 128×256); below, a product is mostly its stores, and nothing was measured.
 constexpr int64_t kMidMinKTiles = 4;
@@ -34,12 +35,21 @@ constexpr int64_t kMidMinKTiles = 4;
 // 1.05–1.21 at 224, 128×128 0.98–1.03 and 1.09–1.21 (H200, session 26); between 88 and 224, not
 // measured.
 constexpr int64_t kStreamKKeepsWideMinKTiles = 128;
+// Unless the 128×192 tiles' whole rounds cost less than the 128×256 tiles' share of the SMs'
+// time (wide / SMs rounds) at this many tenths of it: stream-K's partial sums and its finishers'
+// waits. Measured 1.13–1.42 of that share, median 1.27, on 14 products whose 128×256 tiles take
+// stream-K (H100 and H200, tune_plan, session 29). So 2048 rows against 3072 columns (256 tiles
+// of 128×192, 97% of two rounds) take 128×192: 0.89–0.91 of the 128×256 tiles' time at 172–224
+// k-tiles; 1024 × 5120 (216, 82%) keeps 128×256: 0.99–1.05 there.
+constexpr int64_t kStreamKWideCostTenths = 13;
 // Pairs on one wave of two-consumer tiles: 16-bit, K of at least this many k-tiles (session 22:
 // 32 and more equal or faster paired; session 9: 16 slower).
 constexpr int64_t kPairOneWaveMinKTiles = 32;
 // A split 64×128 tile keeps at least this many k-tiles in each slice: fewer, and a block's
-// start and its partials' exchange outweigh its share of the loop.
-constexpr int64_t kSmallSplitMinKTiles = 16;
+// start and its partials' exchange outweigh its share of the loop. Measured on 477 forwards of 2
+// to 64 tokens (H100, session 29): 8 against 16, geomean 0.973 of torch against 0.966, 55 below
+// 0.92 against 81 (e.g. 2–8 tiles at 64–96 k-tiles in 8 slices, 0.95–1.01 against 4's 0.87–0.94).
+constexpr int64_t kSmallSplitMinKTiles = 8;
 // Clusters of 4 and 8 blocks (one a SM) resident at once: fewer than sms / size, the GPCs' SM
 // counts not being multiples of the size (an H100: 30 and 15 of 132 SMs, benchmarks/NOTES.md). A
 // split whose clusters outnumber them runs a second wave, so the plan counts on 7/8 of sms / size.
@@ -206,13 +216,14 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // many for one wave, 16-bit products of more than 64 rows take 128×128 tiles (two consumers of
 // 64×128) where those fit in one wave (and so fill more than half of it), or where they make
 // fewer rounds than the 128×256 tiles at kMediumTileCostTenths a tile: a few hundred to a few
-// thousand rows against a weight. Where the two-consumer tiles chosen so make at most two
+// thousand rows against a weight. Where the two-consumer tiles chosen so make at most three
 // rounds, 128×192 tiles take their place if they make fewer rounds at kMidTileCostTenths a tile:
-// about a half to two rounds of 128×256 tiles (e.g. 1024 rows against 2560 columns: 80 tiles of
+// about a half to three rounds of 128×256 tiles (e.g. 1024 rows against 2560 columns: 80 tiles of
 // 128×256, 112 of 128×192). Neither narrower tile replaces 128×256 tiles whose last round
-// stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more. 16-bit products of at most
-// 64 rows never take half-empty 128-row tiles: 64×256 where the 64×128 ones would not fit in one
-// wave. (Measurements: benchmarks/NOTES.md.)
+// stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more, but for 128×192 tiles whose
+// whole rounds cost less than the 128×256 tiles' share at kStreamKWideCostTenths. 16-bit products
+// of at most 64 rows never take half-empty 128-row tiles: 64×256 where the 64×128 ones would not
+// fit in one wave. (Measurements: benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
@@ -297,7 +308,9 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
                                ? rounds(medium) * kMediumTileCostTenths
                                : rounds(wide) * 10;
     if (rounds(mid) <= kMidMaxRounds && rounds(mid) * kMidTileCostTenths < chosen) {
-      if (keep_wide) {
+      shape.mid_beats_stream_k =
+          keep_wide && rounds(mid) * kMidTileCostTenths * sms < wide * kStreamKWideCostTenths;
+      if (keep_wide && !shape.mid_beats_stream_k) {
         shape.stream_k_keeps_wide = true;
       } else {
         shape.block_n = static_cast<int>(kWgmmaMidBlockN);
@@ -681,6 +694,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                " make " + rounds_of(s.wide_tiles) + " and the " + str(s.medium_tiles) +
                " tiles of 128x128 " + rounds_of(s.medium_tiles) + " at " +
                str(kMediumTileCostTenths) + "/10";
+      if (s.mid_beats_stream_k) {
+        r.tile += "; stream-K would deal out the 128x256 tiles' last round, at about " +
+                  str(kStreamKWideCostTenths) + "/10 of their share of the SMs' time (" +
+                  str(s.wide_tiles) + " / " + str(sms) + " rounds), more than these whole rounds";
+      }
       break;
     }
     case TileRule::kForced:

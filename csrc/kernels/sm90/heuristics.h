@@ -77,6 +77,10 @@ struct Shape {
   // rounds: stream-K deals out the 128×256 tiles' last round and K is long (heuristics.cpp's
   // kStreamKKeepsWideMinKTiles).
   bool stream_k_keeps_wide = false;
+  // 128×192 tiles taken although stream-K would deal out the 128×256 tiles' last round with such
+  // a K: their whole rounds cost less than the 128×256 tiles' share with stream-K's costs
+  // (heuristics.cpp's kStreamKWideCostTenths).
+  bool mid_beats_stream_k = false;
   // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): 128×256
   // tiles, or one row of 64×128 one-consumer tiles (M <= 64); under TORCH_GEMM_WGMMA_STREAM_K=3
   // only.
