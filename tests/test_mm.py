@@ -206,7 +206,7 @@ WGMMA_MEDIUM_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 384, 10
 
 
 # wgmma_sm90 takes 128×192 tiles (two consumers of 64×192, 16-bit) where the two-consumer tiles it
-# would take otherwise make at most two rounds and these make fewer: paired along M (K long enough
+# would take otherwise make at most three rounds and these make fewer: paired along M (K long enough
 # to pair one wave), an N-major B (NN, TN) multicast as 64-column boxes, 2 by one block, 1 by the
 # other. On a 132-SM H100/H200: 112 tiles in one wave, paired; an edge tile in N of 8 columns (2504); C rows of
 # 2501 elements (stored from registers); batched; a prime K with 9 tile rows (a pair with one tile
@@ -217,12 +217,12 @@ WGMMA_MID_SHAPES = [(1, 1024, 2560, 2048), (1, 1000, 2504, 1100), (1, 1000, 2501
 
 # wgmma_sm90 splits each 64×128 tile along K in 2, 4 or 8 slices (a cluster) where even those tiles
 # leave half the SMs idle: few rows against a weight. On a 132-SM H100/H200: 32 and 64 tiles in
-# 2 slices (TMA stores of whole boxes), one with C rows of 2001 elements and a last slice shorter
-# (47 k-tiles); 8 tiles in 4 (owned columns narrower than an epilogue box: stored from
-# registers) with a prime K (65 k-tiles: the last slice 17); 8 tiles in 8, one with C rows of
-# 1001 elements; batched; two tile rows, the second ragged.
+# 2 slices (TMA stores of whole boxes); 16 tiles in 4 (owned columns narrower than an epilogue
+# box: stored from registers), one with C rows of 2001 elements and a last slice shorter (47
+# k-tiles); 8 tiles in 4 with a prime K (33 k-tiles: the last slice 9); 8 tiles in 8, one with C
+# rows of 1001 elements; batched; two tile rows, the second ragged (47 k-tiles in 2).
 WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 4096), (1, 128, 4096, 2048), (1, 16, 2048, 2048),
-                            (1, 50, 2001, 3000), (1, 64, 1000, 4099), (1, 20, 1000, 8200),
+                            (1, 50, 2001, 3000), (1, 64, 1000, 2053), (1, 20, 1000, 8200),
                             (1, 30, 1001, 9001), (3, 40, 1024, 4096), (1, 100, 2048, 3000)]
 
 
@@ -254,11 +254,12 @@ def test_sixteen_bit_shapes_take_their_path(path):
 # wgmma_sm90 deals the turns of a last, partial round of its 128×256 tile pairs out to every
 # cluster as k-tiles (stream-K), where that saves enough: a cluster without a tile's last k-tiles
 # leaves its sums in the workspace for the one with them. On a 132-SM H100/H200 (66 pairs
-# resident): 136 turns (4 left over, 64 k-tiles each: pieces of ~4 k-tiles, up to 17 clusters a
-# tile); edge tiles in M and N and a pair with one tile past M (2100 rows: 17 tile rows); C rows
-# of 4001 elements (stored from registers); batched (9 tile rows a batch); a prime K.
-WGMMA_STREAM_K_SHAPES = [(1, 2048, 4352, 4096), (1, 2100, 4000, 2600), (1, 2200, 4001, 2600),
-                         (3, 1152, 2560, 4096), (1, 2048, 4352, 4099)]
+# resident): 204 turns (6 left over, 64 k-tiles each: pieces of ~6 k-tiles, up to 11 clusters a
+# tile); edge tiles in M and N and a pair with one tile past M (3200 rows: 25 tile rows); C rows
+# of 4001 elements (stored from registers); batched (9 tile rows a batch, 2 turns left over); a
+# prime K. (128×192 tiles would take 4 rounds or more: more than the plan gives them.)
+WGMMA_STREAM_K_SHAPES = [(1, 3072, 4352, 4096), (1, 3200, 4000, 2600), (1, 3300, 4001, 2600),
+                         (4, 1152, 2560, 4096), (1, 3072, 4352, 4099)]
 
 
 # Per 16-bit path: its shapes, and the linear_tiled shapes for a bias (64×128: in both epilogues;
@@ -268,7 +269,7 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "medium_tiles": (WGMMA_MEDIUM_SHAPES, [(1024, 1104, 2100), (1000, 2001, 2500)]),
     "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
     "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 4099), (20, 1000, 8200)]),
-    "stream_k": (WGMMA_STREAM_K_SHAPES, [(2048, 4352, 4096), (2200, 4001, 2600)]),
+    "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
 }
 
 
