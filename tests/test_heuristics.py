@@ -39,9 +39,10 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     if p["stream_k"]:
         assert sixteen_bit and split == 1 and p["stream_k_turns"] > 0, p
         assert p["stream_k_turns"] <= p["turns"]
-        # 128x256 tiles; or one row of unpaired 64x128 tiles, every turn dealt out
-        assert tile == (128, 256) or (tile == (64, 128) and p["M"] <= 64 and cluster == 1
-                                      and p["stream_k_turns"] == p["turns"]), p
+        # 128x256 tiles; or, every turn dealt out, 128x128 tiles or one row of unpaired 64x128 tiles
+        every_turn = p["stream_k_turns"] == p["turns"]
+        assert tile == (128, 256) or (tile == (128, 128) and every_turn) or (
+            tile == (64, 128) and p["M"] <= 64 and cluster == 1 and every_turn), p
     if row_sum:
         assert tile[1] == 256 and split == 1, p
     if dtype == FP32:
@@ -127,7 +128,6 @@ def test_streaming_every_tile_follows_the_overrides():
     assert not plan(50, 300, 64, shape="1x1x128", stream_k="3")["stream_k"]  # 3 tiles of 1 k-tile < 132 blocks
     assert not plan(100, 4096, 4096, stream_k="3")["stream_k"]   # two rows of 64x128 tiles
     assert not plan(64, 4096, 4096, shape="1x1", stream_k="3")["stream_k"]  # 64x256
-    assert not plan(2048, 2048, 2048, shape="2x1x128", stream_k="3")["stream_k"]  # 128x128
     # one tile of 128 k-tiles: fewer units than SMs, so the plan keeps its split in 8
     p = plan(64, 128, 8192, stream_k="3")
     assert p["split_k"] == 8 and not p["stream_k"]
@@ -147,6 +147,25 @@ def test_stream_k_over_every_turn_of_128x256_tiles(M, N, K, shape, pairs):
     kwargs = dict(shape=shape) if shape else {}
     p = plan(M, N, K, stream_k="3", max_active_clusters=66, **kwargs)
     assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 1 and p["cluster"] == (2 if pairs else 1)
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"]
+    assert p["grid"] == SMS and "every one of" in p["why"]["stream_k"]
+    assert_supported(p, BF16)
+
+
+# TORCH_GEMM_WGMMA_STREAM_K=3 on 128x128 tiles: the plan's one partial round of a few hundred rows
+# against a weight (80 tiles on 132 SMs), or forced; every turn dealt out, paired where the plan
+# pairs them.
+@pytest.mark.parametrize("M, N, K, shape, pairs", [
+    (512, 2560, 14336, None, True),      # 40 pair turns of 224 k-tiles on 66 pairs
+    (256, 8192, 2048, None, True),
+    (2048, 2048, 2048, "2x1x128", True),  # 128 pair turns: several a pair
+    (256, 2048, 1024, "2x1x128", False),  # 16 k-tiles: one short wave, single blocks
+])
+def test_stream_k_over_every_turn_of_128x128_tiles(M, N, K, shape, pairs):
+    kwargs = dict(shape=shape) if shape else {}
+    assert not plan(M, N, K, max_active_clusters=66, **kwargs)["stream_k"]
+    p = plan(M, N, K, stream_k="3", max_active_clusters=66, **kwargs)
+    assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == (2 if pairs else 1)
     assert p["stream_k"] and p["stream_k_turns"] == p["turns"]
     assert p["grid"] == SMS and "every one of" in p["why"]["stream_k"]
     assert_supported(p, BF16)

@@ -417,23 +417,29 @@ def test_wgmma_stream_k_over_every_turn(clusters):
                           {"TORCH_GEMM_WGMMA_MAX_CLUSTERS": clusters, "TORCH_GEMM_WGMMA_STREAM_K": "3"})
 
 
-# The same on 128×256 tiles (TORCH_GEMM_WGMMA_SHAPE=2x1): a few tiles with a long K over every
-# resident pair (about 8 pairs a tile), edge tiles in M and N with C rows of 2001 elements and a
-# ragged K, one short wave of single blocks (16 k-tiles), many turns a pair; unpaired; on few
-# clusters.
+# The same on two-consumer tiles forced by TORCH_GEMM_WGMMA_SHAPE: 128×256 (2x1), a few tiles with a
+# long K over every resident pair (about 8 pairs a tile); 128×128 (2x1x128), one partial round of
+# pairs over every resident pair (40 pair turns of 64 k-tiles). Then for both: edge tiles in M and
+# N with C rows of 2001 elements and a ragged K, one short wave of single blocks (16 k-tiles), many
+# turns a pair; unpaired; on few clusters.
+WGMMA_STREAM_K_ALL_TILES = {"2x1": ((128, 256), (256, 2048, 8192)), "2x1x128": ((128, 128), (384, 2560, 4096))}
+
+
 @requires_cuda
+@pytest.mark.parametrize("shape", list(WGMMA_STREAM_K_ALL_TILES))
 @pytest.mark.parametrize("env", ["", "3", "unpaired"])
-def test_wgmma_stream_k_over_every_turn_of_wide_tiles(env):
-    overrides = {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_STREAM_K": "3",
+def test_wgmma_stream_k_over_every_turn_of_two_consumer_tiles(shape, env):
+    tile, first = WGMMA_STREAM_K_ALL_TILES[shape]
+    overrides = {"TORCH_GEMM_WGMMA_SHAPE": shape, "TORCH_GEMM_WGMMA_STREAM_K": "3",
                  "TORCH_GEMM_WGMMA_MAX_CLUSTERS": env if env.isdigit() else "",
                  "TORCH_GEMM_WGMMA_CLUSTER": "1" if env == "unpaired" else ""}
-    shapes = [(256, 2048, 8192), (300, 2001, 3001), (256, 2048, 1024), (1900, 2600, 300)]
+    shapes = [first, (300, 2001, 3001), (256, 2048, 1024), (1900, 2600, 300)]
     for M, N, K in shapes:
-        p = torch_gemm._C.sm90_plan(M, N, K, sm_count=132, max_active_clusters=66, shape="2x1", stream_k="3",
+        p = torch_gemm._C.sm90_plan(M, N, K, sm_count=132, max_active_clusters=66, shape=shape, stream_k="3",
                                     max_clusters=overrides["TORCH_GEMM_WGMMA_MAX_CLUSTERS"] or None,
                                     cluster=overrides["TORCH_GEMM_WGMMA_CLUSTER"] or None)
-        assert tuple(p["tile"]) == (128, 256) and p["stream_k_turns"] == p["turns"] > 0, (M, N, K, p["why"])
-    check_wgmma_under_env(f"stream_k_all_wide {env}", shapes, ("contiguous", "both_t"), overrides)
+        assert tuple(p["tile"]) == tile and p["stream_k_turns"] == p["turns"] > 0, (M, N, K, p["why"])
+    check_wgmma_under_env(f"stream_k_all {shape} {env}", shapes, ("contiguous", "both_t"), overrides)
 
 
 # Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that small products take several

@@ -334,14 +334,17 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   }
   // Stream-K over every turn, only where TORCH_GEMM_WGMMA_STREAM_K=3 asks: on one row of 64×128
   // tiles, where with every SM streaming a share of B it measured no faster than the split tiles
-  // on 64 to 86 SMs, and slower with a short K (H100, benchmarks/NOTES.md, session 27); and on
+  // on 64 to 86 SMs, and slower with a short K (H100, benchmarks/NOTES.md, session 27); on
   // 128×256 tiles (e.g. forced by TORCH_GEMM_WGMMA_SHAPE=2x1), for products of few tiles and a
-  // long K, which then move a third of the operand bytes that split 64×128 tiles move.
+  // long K, which then move a third of the operand bytes that split 64×128 tiles move; and on
+  // 128×128 tiles (the plan's, or forced by 2x1x128), whose one partial round of a few hundred
+  // rows against a weight leaves a third of the SMs idle (not yet measured).
   // Only where the k-tiles are at least as many as clusters could be resident, so that the
   // launcher never falls back to whole turns with the split given up.
   const bool every_turn_tiles =
       (narrow_m == 1 && shape.consumers == 1 && shape.block_n == kWgmmaSmallBlockN) ||
-      (shape.consumers == 2 && shape.block_n == kWgmmaBlockN);
+      (shape.consumers == 2 &&
+       (shape.block_n == kWgmmaBlockN || shape.block_n == kWgmmaSmallBlockN));
   if (o.stream_k == 3 && splittable && !p.tf32_promoted && every_turn_tiles) {
     Shape unsplit = shape;
     unsplit.split_k = 1;
@@ -541,7 +544,7 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
       "off: fused row sums take whole tiles",
       "off: TORCH_GEMM_WGMMA_STREAM_K=0",
       "off: only unsplit 128x256 tiles take stream-K (and, under TORCH_GEMM_WGMMA_STREAM_K=3, "
-      "one row of 64x128 tiles)",
+      "128x128 tiles and one row of 64x128 tiles)",
       "off: the tiles fit in one round of resident clusters",
       nullptr,
       nullptr,
