@@ -219,8 +219,8 @@ WGMMA_MID_SHAPES = [(1, 1024, 2560, 2048), (1, 1000, 2504, 1100), (1, 1000, 2501
 # leave half the SMs idle: few rows against a weight. On a 132-SM H100/H200: 32 and 64 tiles in
 # 2 slices (TMA stores of whole boxes); 16 tiles in 4 (owned columns narrower than an epilogue
 # box: stored from registers), one with C rows of 2001 elements and a last slice shorter (47
-# k-tiles); 8 tiles in 4 with a prime K (33 k-tiles: the last slice 9); 8 tiles in 8, one with C
-# rows of 1001 elements; batched; two tile rows, the second ragged (47 k-tiles in 2).
+# k-tiles); 8 tiles in 4 with a prime K (33 k-tiles: slices of 9, the last 6); 8 tiles in 8, one
+# with C rows of 1001 elements; batched; two tile rows, the second ragged (47 k-tiles in 2).
 WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 4096), (1, 128, 4096, 2048), (1, 16, 2048, 2048),
                             (1, 50, 2001, 3000), (1, 64, 1000, 2053), (1, 20, 1000, 8200),
                             (1, 30, 1001, 9001), (3, 40, 1024, 4096), (1, 100, 2048, 3000)]
@@ -268,7 +268,7 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "small_tiles": (WGMMA_SMALL_SHAPES, [(1000, 1000, 1000), (130, 250, 127)]),
     "medium_tiles": (WGMMA_MEDIUM_SHAPES, [(1024, 1104, 2100), (1000, 2001, 2500)]),
     "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
-    "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 4099), (20, 1000, 8200)]),
+    "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 2053), (20, 1000, 8200)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
 }
 

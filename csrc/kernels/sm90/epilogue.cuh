@@ -188,7 +188,7 @@ __device__ __forceinline__ void fill_box_fp32_transposed(const float (&d)[Config
 // fills, so a tile stored at once goes a whole ring per round (kBoxesPerTile / kEpilogueBoxes
 // rounds). kTransposed: the boxes are fill_box_fp32_transposed's, stored into the caller's C.
 // kRing: boxes a round, the whole ring unless fewer are asked for (split-K: the boxes a block
-// owns; the deferred stores of 128×256 tiles: one box a round, spread over the next tile's
+// owns; the deferred stores of two-consumer tiles: one box a round, spread over the next tile's
 // k-tiles).
 template <typename Config, bool kTransposed = false, int kRing = Config::kEpilogueBoxes,
           typename Fill>
@@ -296,7 +296,7 @@ struct BiasRow {
 };
 
 // One consumer warpgroup's epilogue: C from registers where TMA cannot store it; else 16-bit C
-// packed (and, on 128×256 tiles, left for the next tile's k-tiles to store), fp32 C through the
+// packed (and, on two-consumer tiles, left for the next tile's k-tiles to store), fp32 C through the
 // ring of boxes; split-K's owned columns at once. kPermuted: accumulator_row's order.
 template <typename T, typename Config, bool kPermuted, int kSplitK>
 class Epilogue {

@@ -315,6 +315,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
       } else {
         shape.block_n = static_cast<int>(kWgmmaMidBlockN);
         shape.tile_rule = TileRule::kMid;
+        shape.stream_k_keeps_wide = false;  // the 128×128 rule above may have set it
       }
     }
   }
