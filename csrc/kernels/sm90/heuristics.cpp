@@ -545,7 +545,8 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
       "off: fused row sums take whole tiles",
       "off: TORCH_GEMM_WGMMA_STREAM_K=0",
       "off: only unsplit 128x256 tiles take stream-K (and, under TORCH_GEMM_WGMMA_STREAM_K=3, "
-      "128x128 tiles and one row of 64x128 tiles)",
+      "128x128 tiles and one row of 64x128 tiles, where their k-tiles outnumber the resident "
+      "clusters)",
       "off: the tiles fit in one round of resident clusters",
       nullptr,
       nullptr,
