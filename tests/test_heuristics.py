@@ -244,7 +244,8 @@ def test_128x192_where_they_make_fewer_rounds(M, N, K, why):
     assert_supported(p, BF16)
     # An N-major B (dx's weight) pairs too: the pair multicasts its three 64-column boxes, 2 and 1.
     q = plan(M, N, K, b_k_major=False)
-    assert tuple(q["tile"]) == (128, 192) and q["cluster"] == 2 and "three 64-column boxes" in q["why"]["cluster"]
+    assert tuple(q["tile"]) == (128, 192) and q["cluster"] == 2
+    assert "three 64-column boxes" in q["why"]["cluster"]
     assert_supported(q, BF16)
 
 

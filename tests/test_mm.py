@@ -206,11 +206,11 @@ WGMMA_MEDIUM_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 384, 10
 
 
 # wgmma_sm90 takes 128×192 tiles (two consumers of 64×192, 16-bit) where the two-consumer tiles it
-# would take otherwise make at most three rounds and these make fewer: paired along M (K long enough
-# to pair one wave), an N-major B (NN, TN) multicast as 64-column boxes, 2 by one block, 1 by the
-# other. On a 132-SM H100/H200: 112 tiles in one wave, paired; an edge tile in N of 8 columns (2504); C rows of
-# 2501 elements (stored from registers); batched; a prime K with 9 tile rows (a pair with one tile
-# past M); 224 tiles in 2 rounds.
+# would take otherwise make at most three rounds and these make fewer: paired along M (K long
+# enough to pair one wave), an N-major B (NN, TN) multicast as 64-column boxes, 2 by one block, 1
+# by the other. On a 132-SM H100/H200: 112 tiles in one wave, paired; an edge tile in N of 8
+# columns (2504); C rows of 2501 elements (stored from registers); batched; a prime K with 9 tile
+# rows (a pair with one tile past M); 224 tiles in 2 rounds.
 WGMMA_MID_SHAPES = [(1, 1024, 2560, 2048), (1, 1000, 2504, 1100), (1, 1000, 2501, 577),
                     (2, 512, 2560, 1024), (1, 1100, 2300, 4099), (1, 2048, 2560, 512)]
 

@@ -296,8 +296,8 @@ struct BiasRow {
 };
 
 // One consumer warpgroup's epilogue: C from registers where TMA cannot store it; else 16-bit C
-// packed (and, on two-consumer tiles, left for the next tile's k-tiles to store), fp32 C through the
-// ring of boxes; split-K's owned columns at once. kPermuted: accumulator_row's order.
+// packed (and, on two-consumer tiles, left for the next tile's k-tiles to store), fp32 C through
+// the ring of boxes; split-K's owned columns at once. kPermuted: accumulator_row's order.
 template <typename T, typename Config, bool kPermuted, int kSplitK>
 class Epilogue {
  public:

@@ -250,11 +250,12 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const auto rounds = [sms](int64_t tiles) { return ceil_div(tiles, sms); };
   // Whether the blocks of a shape's tiles pair along M, sharing B (kPairs), and else why not.
   // With clusters each block copies (and multicasts) a part of B (half; an N-major 192-column tile
-  // as 2 of its 64-column boxes and 1), so B crosses from L2 once a pair. That pays wherever a block walks several tiles, and on 64-row tiles, whose B is most
-  // of the bytes copied. Where every block has one two-consumer tile (one wave), it pays for a
-  // 16-bit loop of at least kPairOneWaveMinKTiles, which L2's bandwidth bounds; with a shorter K,
-  // or tf32 (not measured), the pair's start and its stages waiting on both blocks' copies cost
-  // more (benchmarks/NOTES.md, sessions 9 and 22).
+  // as 2 of its 64-column boxes and 1), so B crosses from L2 once a pair. That pays wherever a
+  // block walks several tiles, and on 64-row tiles, whose B is most of the bytes copied. Where
+  // every block has one two-consumer tile (one wave), it pays for a 16-bit loop of at least
+  // kPairOneWaveMinKTiles, which L2's bandwidth bounds; with a shorter K, or tf32 (not measured),
+  // the pair's start and its stages waiting on both blocks' copies cost more (benchmarks/NOTES.md,
+  // sessions 9 and 22).
   const auto cluster_rule_of = [&](const Shape& s) {
     const int64_t two_consumer_tiles =
         s.block_n == kWgmmaBlockN ? wide : s.block_n == kWgmmaMidBlockN ? mid : medium;
@@ -284,6 +285,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
       wide >= sms / 2 &&
       stream_k_turns(turns_of(Shape{}, wide_cluster), slots_of(wide_cluster), k_tiles, false, o,
                      &wide_stream_k) > 0;
+  bool narrower_kept_out = false;  // 128×128 or 128×192 tiles would have been taken but for it
   if (splittable && shape.consumers == 1 && shape.small_tiles <= sms) {
     shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
     shape.tile_rule = TileRule::kSmall;
@@ -300,7 +302,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
       shape.consumers = 2, shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
       shape.tile_rule = TileRule::kMedium;
     } else if (fewer_rounds) {
-      shape.stream_k_keeps_wide = true;
+      narrower_kept_out = true;
     }
   }
   if (splittable && shape.consumers == 2 && narrow_m >= 2 && k_tiles >= kMidMinKTiles) {
@@ -311,14 +313,14 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
       shape.mid_beats_stream_k =
           keep_wide && rounds(mid) * kMidTileCostTenths * sms < wide * kStreamKWideCostTenths;
       if (keep_wide && !shape.mid_beats_stream_k) {
-        shape.stream_k_keeps_wide = true;
+        narrower_kept_out = true;
       } else {
         shape.block_n = static_cast<int>(kWgmmaMidBlockN);
         shape.tile_rule = TileRule::kMid;
-        shape.stream_k_keeps_wide = false;  // the 128×128 rule above may have set it
       }
     }
   }
+  shape.stream_k_keeps_wide = narrower_kept_out && shape.tile_rule == TileRule::kWide;
   if (p.tf32_promoted) {
     // 3xTF32's inner product: the promoted tf32 tiles are 128 columns wide; one consumer where
     // the 128×128 tiles would leave more than half the SMs idle (or as forced).
@@ -746,12 +748,12 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
 
   switch (s.cluster_rule) {
     case ClusterRule::kPairs:
-      r.cluster = s.block_n == kWgmmaMidBlockN && !plan.product.b.k_major
-                      ? "pairs of blocks along M share B's tile: N-major, it goes as three "
-                        "64-column boxes, two copied by one block and one by the other by TMA "
-                        "multicast, so B crosses from L2 once per pair"
-                      : "pairs of blocks along M share B's tile: each copies half of it by TMA "
-                        "multicast, so B crosses from L2 once per pair";
+      r.cluster = std::string("pairs of blocks along M share B's tile: ") +
+                  (s.block_n == kWgmmaMidBlockN && !plan.product.b.k_major
+                       ? "N-major, it goes as three 64-column boxes, two copied by one block and "
+                         "one by the other"
+                       : "each copies half of it") +
+                  " by TMA multicast, so B crosses from L2 once per pair";
       break;
     case ClusterRule::kSplitK:
       r.cluster = "the cluster is the tile's " + str(s.split_k) + " blocks, one slice of K each";

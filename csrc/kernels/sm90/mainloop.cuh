@@ -58,7 +58,8 @@ struct Producer {
   const CUtensorMap* map_b;
   uint32_t rank;      // the block's tile of the pair
 
-  static constexpr int kSliceN = Config::kBlockN / kClusterM;  // a K-major B's rows a block multicasts
+  // A K-major B's rows a block multicasts.
+  static constexpr int kSliceN = Config::kBlockN / kClusterM;
   // An N-major B goes as 64-column boxes, rank r multicasting boxes [r·kRankBoxes, ...): of a
   // 192-column tile, 2 and 1, since half of it is not whole boxes.
   static constexpr int kBoxesB = Config::kBlockN / Config::kMNBox;
