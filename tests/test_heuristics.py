@@ -171,6 +171,30 @@ def test_stream_k_over_every_turn_of_128x128_tiles(M, N, K, shape, pairs):
     assert_supported(p, BF16)
 
 
+# 129 to 256 rows with a long K: the plan itself deals out every turn of its 128x128 tiles; not
+# with a shorter K, more rows, TORCH_GEMM_WGMMA_STREAM_K=0 or a forced shape.
+@pytest.mark.parametrize("M, N, K", [(256, 2048, 14336), (256, 2560, 28672), (129, 5120, 10240),
+                                     (256, 8192, 11008)])
+def test_two_tile_rows_with_a_long_k_take_stream_k_over_128x128_tiles(M, N, K):
+    p = plan(M, N, K, max_active_clusters=66)
+    assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == 2
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"] and p["grid"] == SMS
+    assert "every turn dealt out" in p["why"]["tile"] and "every one of" in p["why"]["stream_k"]
+    assert_supported(p, BF16)
+    assert not plan(M, N, K, stream_k="0", max_active_clusters=66)["stream_k"]
+    assert not plan(M, N, K, shape="1x1x128", max_active_clusters=66)["stream_k"]
+
+
+@pytest.mark.parametrize("why, M, N, K", [
+    ("short K", 256, 2048, 5120),      # 80 k-tiles
+    ("one tile row", 128, 2048, 14336),
+    ("three tile rows", 384, 2048, 14336),
+    ("more than one wave", 256, 14336, 14336),
+])
+def test_stream_k_over_128x128_tiles_not_taken(why, M, N, K):
+    assert not plan(M, N, K, max_active_clusters=66)["stream_k"], why
+
+
 # At most 64 rows (16-bit): 64-row tiles, 64x256 where the 64x128 ones would not fit in one wave,
 # rather than half-empty 128x256 ones.
 @pytest.mark.parametrize("M", [1, 16, 64])

@@ -226,6 +226,14 @@ WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 4096), (1, 128, 4096, 2048), (1, 16, 2
                             (1, 30, 1001, 9001), (3, 40, 1024, 4096), (1, 100, 2048, 3000)]
 
 
+# wgmma_sm90 deals every turn of 128×128 tiles out as k-tiles where 129 to 256 rows (two tile
+# rows, at most one wave) meet a long K (160 k-tiles or more). On a 132-SM H100/H200: 16 pair
+# turns; edge tiles in M and N with a K not a multiple of the k-tile (162 k-tiles, the last
+# ragged); C rows of 2001 elements (stored from registers); batched.
+WGMMA_MEDIUM_STREAM_K_SHAPES = [(1, 256, 2048, 10240), (1, 200, 1000, 10307), (1, 130, 2001, 10240),
+                                (2, 256, 1024, 10240)]
+
+
 # What each path's shapes must get from the plan on a 132-SM H100/H200 (66 pairs resident).
 WGMMA_PATH_PLANS = {
     "small_tiles": (lambda: WGMMA_SMALL_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] == 1),
@@ -234,6 +242,8 @@ WGMMA_PATH_PLANS = {
     "mid_tiles": (lambda: WGMMA_MID_SHAPES, lambda p: tuple(p["tile"]) == (128, 192)),
     "small_split_k": (lambda: WGMMA_SMALL_SPLIT_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] > 1),
     "stream_k": (lambda: WGMMA_STREAM_K_SHAPES, lambda p: tuple(p["tile"]) == (128, 256) and p["stream_k"]),
+    "medium_stream_k": (lambda: WGMMA_MEDIUM_STREAM_K_SHAPES,
+                        lambda p: tuple(p["tile"]) == (128, 128) and p["stream_k_turns"] == p["turns"]),
 }
 
 
@@ -270,6 +280,7 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
     "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 2053), (20, 1000, 8200)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
+    "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES, [(256, 2048, 10240), (200, 1000, 10307)]),
 }
 
 

@@ -50,6 +50,14 @@ constexpr int64_t kPairOneWaveMinKTiles = 32;
 // to 64 tokens (H100, session 29): 8 against 16, geomean 0.973 of torch against 0.966, 55 below
 // 0.92 against 81 (e.g. 2–8 tiles at 64–96 k-tiles in 8 slices, 0.95–1.01 against 4's 0.87–0.94).
 constexpr int64_t kSmallSplitMinKTiles = 8;
+// 129 to 256 rows (two rows of 128×128 tiles, at most one wave of them) with at least this many
+// k-tiles take 128×128 tiles with every turn dealt out as k-tiles (stream-K over the whole
+// product): the split or paired 64×128 tiles otherwise chosen leave a third or more of the SMs
+// idle, or split only in two. Measured 1.04–1.15× faster than those at 172–224 k-tiles against
+// 2048–5120 columns, slower at 32–48 (0.73–0.91) and at 80 (256 × 1024 × 5120: 0.72); about even
+// at 512 rows, whose 64×128 tiles fill the SMs (H100, tune_plan, session 30).
+constexpr int64_t kMediumStreamKMinKTiles = 160;
+constexpr int64_t kMediumStreamKMaxTileRows = 2;
 // Clusters of 4 and 8 blocks (one a SM) resident at once: fewer than sms / size, the GPCs' SM
 // counts not being multiples of the size (an H100: 30 and 15 of 132 SMs, benchmarks/NOTES.md). A
 // split whose clusters outnumber them runs a second wave, so the plan counts on 7/8 of sms / size.
@@ -321,6 +329,13 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     }
   }
   shape.stream_k_keeps_wide = narrower_kept_out && shape.tile_rule == TileRule::kWide;
+  const bool medium_stream_k = splittable && !p.tf32_promoted && o.stream_k != 0 && o.consumers == 0 &&
+                               wide_m >= 2 && wide_m <= kMediumStreamKMaxTileRows &&
+                               medium <= sms && k_tiles >= kMediumStreamKMinKTiles;
+  if (medium_stream_k) {
+    shape.consumers = 2, shape.block_n = static_cast<int>(kWgmmaSmallBlockN), shape.split_k = 1;
+    shape.tile_rule = TileRule::kMediumStreamK;
+  }
   if (p.tf32_promoted) {
     // 3xTF32's inner product: the promoted tf32 tiles are 128 columns wide; one consumer where
     // the 128×128 tiles would leave more than half the SMs idle (or as forced).
@@ -341,14 +356,15 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   // 128×256 tiles (e.g. forced by TORCH_GEMM_WGMMA_SHAPE=2x1), for products of few tiles and a
   // long K, which then move a third of the operand bytes that split 64×128 tiles move; and on
   // 128×128 tiles (the plan's, or forced by 2x1x128), whose one partial round of a few hundred
-  // rows against a weight leaves a third of the SMs idle (not yet measured).
+  // rows against a weight leaves a third of the SMs idle. The plan itself deals out every turn
+  // of two rows of 128×128 tiles with a long K (medium_stream_k, kMediumStreamKMinKTiles).
   // Only where the k-tiles are at least as many as clusters could be resident, so that the
   // launcher never falls back to whole turns with the split given up.
   const bool every_turn_tiles =
       (narrow_m == 1 && shape.consumers == 1 && shape.block_n == kWgmmaSmallBlockN) ||
       (shape.consumers == 2 &&
        (shape.block_n == kWgmmaBlockN || shape.block_n == kWgmmaSmallBlockN));
-  if (o.stream_k == 3 && splittable && !p.tf32_promoted && every_turn_tiles) {
+  if ((o.stream_k == 3 || medium_stream_k) && splittable && !p.tf32_promoted && every_turn_tiles) {
     Shape unsplit = shape;
     unsplit.split_k = 1;
     const int64_t cluster = cluster_rule_of(unsplit) == ClusterRule::kPairs ? 2 : 1;
@@ -689,6 +705,13 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                           " SMs, at about " + str(kMediumTileCostTenths) +
                           "/10 of a 128x256 tile's time, where the " + wide + " make " +
                           str(ceil_div(s.wide_tiles, sms)));
+      break;
+    case TileRule::kMediumStreamK:
+      r.tile = "128x128, two consumer warpgroups, every turn dealt out as k-tiles: " +
+               str(ceil_div(p.M, kWgmmaBlockM)) + " rows of 128x128 tiles (" +
+               str(s.medium_tiles) + ", at most one wave) with K's " + str(plan.k_tiles) +
+               " k-tiles (" + str(kMediumStreamKMinKTiles) +
+               " or more), where split or paired 64x128 tiles would leave SMs idle (see stream_k)";
       break;
     case TileRule::kMid: {
       const auto rounds_of = [sms](int64_t tiles) {

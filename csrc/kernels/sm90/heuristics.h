@@ -54,8 +54,8 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 
 // Which rule set the tile and the clusters (for explain's reasons).
 enum class TileRule {
-  kWide, kNarrow, kOneRowNarrow, kSmall, kSmallSplit, kSmallStreamK, kMedium, kMid, kForced,
-  kPromoted
+  kWide, kNarrow, kOneRowNarrow, kSmall, kSmallSplit, kSmallStreamK, kMedium, kMediumStreamK,
+  kMid, kForced, kPromoted
 };
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave };
 
@@ -82,8 +82,9 @@ struct Shape {
   // (heuristics.cpp's kStreamKWideCostTenths).
   bool mid_beats_stream_k = false;
   // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): 128×256 or
-  // 128×128 tiles, or one row of 64×128 one-consumer tiles (M <= 64); under
-  // TORCH_GEMM_WGMMA_STREAM_K=3 only.
+  // 128×128 tiles, or one row of 64×128 one-consumer tiles (M <= 64), under
+  // TORCH_GEMM_WGMMA_STREAM_K=3; and by the plan itself, 128×128 tiles of two tile rows with a
+  // long K (TileRule::kMediumStreamK).
   bool stream_k_all = false;
 
   int block_m() const { return consumers * static_cast<int>(kWgmmaNarrowBlockM); }
