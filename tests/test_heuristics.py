@@ -171,10 +171,10 @@ def test_stream_k_over_every_turn_of_128x128_tiles(M, N, K, shape, pairs):
     assert_supported(p, BF16)
 
 
-# 129 to 256 rows with a long K: the plan itself deals out every turn of its 128x128 tiles; not
-# with a shorter K, more rows, TORCH_GEMM_WGMMA_STREAM_K=0 or a forced shape.
-@pytest.mark.parametrize("M, N, K", [(256, 2048, 14336), (256, 2560, 28672), (129, 5120, 10240),
-                                     (256, 8192, 11008)])
+# 129 to 256 rows with a long K and at most 5/8 of a wave of 128x128 tiles: the plan itself deals
+# out every turn of them; not with a shorter K, more rows or tiles, TORCH_GEMM_WGMMA_STREAM_K=0 or
+# a forced shape.
+@pytest.mark.parametrize("M, N, K", [(256, 2048, 14336), (256, 2560, 28672), (129, 5120, 10240)])
 def test_two_tile_rows_with_a_long_k_take_stream_k_over_128x128_tiles(M, N, K):
     p = plan(M, N, K, max_active_clusters=66)
     assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == 2
@@ -189,10 +189,35 @@ def test_two_tile_rows_with_a_long_k_take_stream_k_over_128x128_tiles(M, N, K):
     ("short K", 256, 2048, 5120),      # 80 k-tiles
     ("one tile row", 128, 2048, 14336),
     ("three tile rows", 384, 2048, 14336),
+    ("three quarters of a wave", 256, 6144, 14336),  # 96 tiles: paired 128x128 fill the SMs
+    ("a whole wave", 256, 8192, 11008),
     ("more than one wave", 256, 14336, 14336),
 ])
 def test_stream_k_over_128x128_tiles_not_taken(why, M, N, K):
     assert not plan(M, N, K, max_active_clusters=66)["stream_k"], why
+
+
+# Two-consumer tiles in 3 tile rows (128x128 ones up to 7) run unpaired: a pair would have a
+# block past M. Even rows, 9 rows, and 128x192 tiles in 5 rows keep their pairs; tf32 too.
+@pytest.mark.parametrize("M, N, K, tile, paired", [
+    (384, 5120, 5120, (128, 128), False),
+    (384, 14336, 4096, (128, 192), False),
+    (384, 28672, 4096, (128, 256), False),
+    (896, 2048, 2048, (128, 128), False),
+    (512, 8192, 4096, (128, 256), True),
+    (1100, 5632, 1000, (128, 128), True),  # 9 rows
+    (640, 4096, 4096, (128, 192), True),
+])
+def test_odd_tile_rows_run_unpaired(M, N, K, tile, paired):
+    p = plan(M, N, K, max_active_clusters=66)
+    assert tuple(p["tile"]) == tile and p["consumers"] == 2
+    assert (p["cluster"] == 2) == paired, p["why"]["cluster"]
+    assert paired or "odd number" in p["why"]["cluster"]
+    assert_supported(p, BF16)
+
+
+def test_odd_tile_rows_of_tf32_keep_pairs():
+    assert plan(384, 5120, 5120, dtype=FP32, max_active_clusters=66)["cluster"] == 2
 
 
 # At most 64 rows (16-bit): 64-row tiles, 64x256 where the 64x128 ones would not fit in one wave,

@@ -201,7 +201,7 @@ WGMMA_SMALL_SHAPES = [(1, 1000, 1000, 1000), (1, 1000, 1001, 67), (2, 200, 700, 
 # 128×256 tiles. On a 132-SM H100/H200: 72–128 tiles in one wave, an edge tile in N (1104
 # columns); C rows of 2001 elements (not 16-byte aligned: stored from registers); batched; a prime
 # K; 396 tiles in 3 rounds with 9 tile rows (a pair with one tile past M).
-WGMMA_MEDIUM_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 384, 1024, 2048),
+WGMMA_MEDIUM_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 512, 1024, 2048),
                        (1, 700, 1800, 4099), (1, 1100, 5632, 1000)]
 
 
@@ -234,6 +234,14 @@ WGMMA_MEDIUM_STREAM_K_SHAPES = [(1, 256, 2048, 10240), (1, 200, 1000, 10307), (1
                                 (2, 256, 1024, 10240)]
 
 
+# wgmma_sm90 runs two-consumer tiles unpaired in an odd number of tile rows (3; 128×128 up to 7),
+# where a pair would have a block past M. On a 132-SM H100/H200: 3 rows of 128×128 and of 128×192
+# tiles (a ragged last row, an edge tile in N); 5 and 7 rows of 128×128; C rows of 4001 elements
+# (stored from registers).
+WGMMA_ODD_ROWS_SHAPES = [(1, 384, 4096, 4096), (1, 300, 14300, 2048), (1, 640, 3072, 2048),
+                         (1, 896, 2048, 2048), (1, 330, 4001, 3000)]
+
+
 # What each path's shapes must get from the plan on a 132-SM H100/H200 (66 pairs resident).
 WGMMA_PATH_PLANS = {
     "small_tiles": (lambda: WGMMA_SMALL_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] == 1),
@@ -242,6 +250,8 @@ WGMMA_PATH_PLANS = {
     "mid_tiles": (lambda: WGMMA_MID_SHAPES, lambda p: tuple(p["tile"]) == (128, 192)),
     "small_split_k": (lambda: WGMMA_SMALL_SPLIT_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] > 1),
     "stream_k": (lambda: WGMMA_STREAM_K_SHAPES, lambda p: tuple(p["tile"]) == (128, 256) and p["stream_k"]),
+    "odd_rows": (lambda: WGMMA_ODD_ROWS_SHAPES,
+                 lambda p: p["consumers"] == 2 and p["cluster"] == 1 and "odd number" in p["why"]["cluster"]),
     "medium_stream_k": (lambda: WGMMA_MEDIUM_STREAM_K_SHAPES,
                         lambda p: tuple(p["tile"]) == (128, 128) and p["stream_k_turns"] == p["turns"]),
 }
@@ -280,6 +290,7 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
     "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 2053), (20, 1000, 8200)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
+    "odd_rows": (WGMMA_ODD_ROWS_SHAPES, [(384, 4096, 4096), (330, 4001, 3000)]),
     "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES, [(256, 2048, 10240), (200, 1000, 10307)]),
 }
 

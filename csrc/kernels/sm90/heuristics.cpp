@@ -50,14 +50,23 @@ constexpr int64_t kPairOneWaveMinKTiles = 32;
 // to 64 tokens (H100, session 29): 8 against 16, geomean 0.973 of torch against 0.966, 55 below
 // 0.92 against 81 (e.g. 2–8 tiles at 64–96 k-tiles in 8 slices, 0.95–1.01 against 4's 0.87–0.94).
 constexpr int64_t kSmallSplitMinKTiles = 8;
-// 129 to 256 rows (two rows of 128×128 tiles, at most one wave of them) with at least this many
-// k-tiles take 128×128 tiles with every turn dealt out as k-tiles (stream-K over the whole
+// 129 to 256 rows (two rows of 128×128 tiles, at most 5/8 of a wave of them) with at least this
+// many k-tiles take 128×128 tiles with every turn dealt out as k-tiles (stream-K over the whole
 // product): the split or paired 64×128 tiles otherwise chosen leave a third or more of the SMs
 // idle, or split only in two. Measured 1.04–1.15× faster than those at 172–224 k-tiles against
-// 2048–5120 columns, slower at 32–48 (0.73–0.91) and at 80 (256 × 1024 × 5120: 0.72); about even
-// at 512 rows, whose 64×128 tiles fill the SMs (H100, tune_plan, session 30).
+// 2048–5120 columns (up to 80 tiles), slower at 32–48 (0.73–0.91) and at 80 (256 × 1024 × 5120:
+// 0.72); 0.94–1.0 against paired 128×128 tiles at 96 tiles (6144 columns) and 0.90–0.94 at 128
+// (8192), which fill the SMs; about even at 512 rows (H100 and H200, tune_plan, session 30).
 constexpr int64_t kMediumStreamKMinKTiles = 160;
 constexpr int64_t kMediumStreamKMaxTileRows = 2;
+constexpr int64_t kMediumStreamKMaxWaveEighths = 5;
+// Two-consumer tiles in an odd number of tile rows pair along M with one block of the last pair
+// past M: a quarter of the blocks idle at 3 rows, which costs more than sharing B saves (unpaired
+// 1.03–1.58× faster at 320 and 384 rows on 128×128, 128×192 and 128×256 tiles), and on 128×128
+// tiles up to 7 rows (1.0–1.6× at 640 and 896 rows; wider tiles there mixed, 0.91–1.10). 16-bit
+// only (tf32 not measured). H100, tune_plan, session 30; the H200 agrees at 384 rows.
+constexpr int64_t kOddRowsUnpairedMax = 3;
+constexpr int64_t kOddRowsUnpairedMaxMedium = 7;
 // Clusters of 4 and 8 blocks (one a SM) resident at once: fewer than sms / size, the GPCs' SM
 // counts not being multiples of the size (an H100: 30 and 15 of 132 SMs, benchmarks/NOTES.md). A
 // split whose clusters outnumber them runs a second wave, so the plan counts on 7/8 of sms / size.
@@ -273,6 +282,10 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     if (!o.clusters) return ClusterRule::kOff;
     if ((s.consumers == 2 ? wide_m : narrow_m) < 2) return ClusterRule::kOneTileRow;
     if (one_short_wave) return ClusterRule::kOneWave;
+    if (sixteen_bit(p) && s.consumers == 2 && wide_m % 2 == 1 &&
+        wide_m <= (s.block_n == kWgmmaSmallBlockN ? kOddRowsUnpairedMaxMedium : kOddRowsUnpairedMax)) {
+      return ClusterRule::kOddRows;
+    }
     return ClusterRule::kPairs;
   };
   // Turns (a cluster's tiles) of a shape's tiles, and the clusters that may be resident at once
@@ -331,7 +344,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   shape.stream_k_keeps_wide = narrower_kept_out && shape.tile_rule == TileRule::kWide;
   const bool medium_stream_k = splittable && !p.tf32_promoted && o.stream_k != 0 && o.consumers == 0 &&
                                wide_m >= 2 && wide_m <= kMediumStreamKMaxTileRows &&
-                               medium <= sms && k_tiles >= kMediumStreamKMinKTiles;
+                               medium * 8 <= sms * kMediumStreamKMaxWaveEighths &&
+                               k_tiles >= kMediumStreamKMinKTiles;
   if (medium_stream_k) {
     shape.consumers = 2, shape.block_n = static_cast<int>(kWgmmaSmallBlockN), shape.split_k = 1;
     shape.tile_rule = TileRule::kMediumStreamK;
@@ -709,7 +723,7 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     case TileRule::kMediumStreamK:
       r.tile = "128x128, two consumer warpgroups, every turn dealt out as k-tiles: " +
                str(ceil_div(p.M, kWgmmaBlockM)) + " rows of 128x128 tiles (" +
-               str(s.medium_tiles) + ", at most one wave) with K's " + str(plan.k_tiles) +
+               str(s.medium_tiles) + ", at most " + str(kMediumStreamKMaxWaveEighths) + "/8 of a wave) with K's " + str(plan.k_tiles) +
                " k-tiles (" + str(kMediumStreamKMinKTiles) +
                " or more), where split or paired 64x128 tiles would leave SMs idle (see stream_k)";
       break;
@@ -786,6 +800,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     case ClusterRule::kOneTileRow:
       r.cluster = "single blocks: one tile row, nothing to pair along M";
+      break;
+    case ClusterRule::kOddRows:
+      r.cluster = "single blocks: " + str(ceil_div(p.M, kWgmmaBlockM)) +
+                  " tile rows, an odd number, would leave one block of the last pair past M, "
+                  "which costs more than sharing B saves";
       break;
     case ClusterRule::kOneWave:
       r.cluster = "single blocks: every block has one tile (one wave) " +

@@ -57,7 +57,7 @@ enum class TileRule {
   kWide, kNarrow, kOneRowNarrow, kSmall, kSmallSplit, kSmallStreamK, kMedium, kMediumStreamK,
   kMid, kForced, kPromoted
 };
-enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave };
+enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows };
 
 // How a product is spread over the blocks: the tile (consumers × 64 rows, block_n columns),
 // pairs of blocks sharing B (clusters), or split_k slices of K per 128×256 or 64×128 tile.
