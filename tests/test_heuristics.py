@@ -171,34 +171,40 @@ def test_stream_k_over_every_turn_of_128x128_tiles(M, N, K, shape, pairs):
     assert_supported(p, BF16)
 
 
-# 129 to 256 rows with a long K and at most 5/8 of a wave of 128x128 tiles: the plan itself deals
-# out every turn of them; not with a shorter K, more rows or tiles, TORCH_GEMM_WGMMA_STREAM_K=0 or
-# a forced shape.
-@pytest.mark.parametrize("M, N, K", [(256, 2048, 14336), (256, 2560, 28672), (129, 5120, 10240)])
+# 193 to 256 rows with a long K and 32 to 5/8 of a wave of 128x128 tiles: the plan itself deals
+# out every turn of them; not with a shorter K, other rows, fewer or more tiles,
+# TORCH_GEMM_WGMMA_STREAM_K=0 or a forced shape.
+@pytest.mark.parametrize("M, N, K", [(256, 2048, 14336), (256, 2560, 28672), (193, 5120, 10240)])
 def test_two_tile_rows_with_a_long_k_take_stream_k_over_128x128_tiles(M, N, K):
     p = plan(M, N, K, max_active_clusters=66)
     assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == 2
     assert p["stream_k"] and p["stream_k_turns"] == p["turns"] and p["grid"] == SMS
     assert "every turn dealt out" in p["why"]["tile"] and "every one of" in p["why"]["stream_k"]
     assert_supported(p, BF16)
-    assert not plan(M, N, K, stream_k="0", max_active_clusters=66)["stream_k"]
-    assert not plan(M, N, K, shape="1x1x128", max_active_clusters=66)["stream_k"]
+    off = plan(M, N, K, stream_k="0", max_active_clusters=66)
+    assert not off["stream_k"] and "every turn dealt out" not in off["why"]["tile"]
+    forced = plan(M, N, K, shape="2x1x128", max_active_clusters=66)
+    assert tuple(forced["tile"]) == (128, 128) and not forced["stream_k"]
 
 
 @pytest.mark.parametrize("why, M, N, K", [
     ("short K", 256, 2048, 5120),      # 80 k-tiles
     ("one tile row", 128, 2048, 14336),
+    ("192 rows", 192, 2048, 11008),     # split 64x128 tiles faster there
     ("three tile rows", 384, 2048, 14336),
+    ("few tiles", 256, 1024, 14336),    # 16 tiles
     ("three quarters of a wave", 256, 6144, 14336),  # 96 tiles: paired 128x128 fill the SMs
     ("a whole wave", 256, 8192, 11008),
     ("more than one wave", 256, 14336, 14336),
 ])
 def test_stream_k_over_128x128_tiles_not_taken(why, M, N, K):
-    assert not plan(M, N, K, max_active_clusters=66)["stream_k"], why
+    p = plan(M, N, K, max_active_clusters=66)
+    assert not p["stream_k"] and "every turn dealt out" not in p["why"]["tile"], why
 
 
 # Two-consumer tiles in 3 tile rows (128x128 ones up to 7) run unpaired: a pair would have a
-# block past M. Even rows, 9 rows, and 128x192 tiles in 5 rows keep their pairs; tf32 too.
+# block past M. Even rows, 9 rows, 128x192 tiles in 5 rows, tf32 and forced shapes keep their
+# pairs.
 @pytest.mark.parametrize("M, N, K, tile, paired", [
     (384, 5120, 5120, (128, 128), False),
     (384, 14336, 4096, (128, 192), False),
@@ -216,8 +222,9 @@ def test_odd_tile_rows_run_unpaired(M, N, K, tile, paired):
     assert_supported(p, BF16)
 
 
-def test_odd_tile_rows_of_tf32_keep_pairs():
+def test_odd_tile_rows_of_tf32_or_a_forced_shape_keep_pairs():
     assert plan(384, 5120, 5120, dtype=FP32, max_active_clusters=66)["cluster"] == 2
+    assert plan(384, 5120, 5120, shape="2x1x128", max_active_clusters=66)["cluster"] == 2
 
 
 # At most 64 rows (16-bit): 64-row tiles, 64x256 where the 64x128 ones would not fit in one wave,

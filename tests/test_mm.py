@@ -226,11 +226,11 @@ WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 4096), (1, 128, 4096, 2048), (1, 16, 2
                             (1, 30, 1001, 9001), (3, 40, 1024, 4096), (1, 100, 2048, 3000)]
 
 
-# wgmma_sm90 deals every turn of 128×128 tiles out as k-tiles where 129 to 256 rows (two tile
-# rows, at most one wave) meet a long K (160 k-tiles or more). On a 132-SM H100/H200: 16 pair
-# turns; edge tiles in M and N with a K not a multiple of the k-tile (162 k-tiles, the last
-# ragged); C rows of 2001 elements (stored from registers); batched.
-WGMMA_MEDIUM_STREAM_K_SHAPES = [(1, 256, 2048, 10240), (1, 200, 1000, 10307), (1, 130, 2001, 10240),
+# wgmma_sm90 deals every turn of 128×128 tiles out as k-tiles where 193 to 256 rows (two tile
+# rows, 32 tiles to 5/8 of a wave) meet a long K (160 k-tiles or more). On a 132-SM H100/H200: 16
+# pair turns; edge tiles in M and N with a K not a multiple of the k-tile (162 k-tiles, the last
+# ragged) and C rows of 4001 elements (stored from registers); an edge tile in N; batched.
+WGMMA_MEDIUM_STREAM_K_SHAPES = [(1, 256, 2048, 10240), (1, 200, 4001, 10307), (1, 250, 2500, 10240),
                                 (2, 256, 1024, 10240)]
 
 
@@ -291,7 +291,7 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 2053), (20, 1000, 8200)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
     "odd_rows": (WGMMA_ODD_ROWS_SHAPES, [(384, 4096, 4096), (330, 4001, 3000)]),
-    "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES, [(256, 2048, 10240), (200, 1000, 10307)]),
+    "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES, [(256, 2048, 10240), (200, 4001, 10307)]),
 }
 
 
