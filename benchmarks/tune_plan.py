@@ -45,6 +45,7 @@ OPTIONS = {
     "64x128-split4": {"TORCH_GEMM_WGMMA_SHAPE": "1x4x128"},
     "64x128-sk": {"TORCH_GEMM_WGMMA_SHAPE": "1x1x128", "TORCH_GEMM_WGMMA_STREAM_K": "3"},
     "128x256-sk": {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_STREAM_K": "3"},
+    "128x128-sk": {"TORCH_GEMM_WGMMA_SHAPE": "2x1x128", "TORCH_GEMM_WGMMA_STREAM_K": "3"},
 }
 # The grid: bench_models' projections of these widths, as forward (NT), dx (NN) and dW (TN)
 # products, for token counts where the plan's tiles matter (fewer go to the decode kernels).

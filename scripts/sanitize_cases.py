@@ -236,6 +236,13 @@ GROUPS = (
              "resident pairs, partials in the workspace",
              "wgmma_sm90", 256, 2048, 4096, expect={**WIDE, "cluster": 2, "stream_k": True}),
     )),
+    Group("wgmma_stream_k_all_medium", {"TORCH_GEMM_WGMMA_SHAPE": "2x1x128", "TORCH_GEMM_WGMMA_STREAM_K": "3"}, (
+        Case("wgmma 128x128 stream-K every tile", "TORCH_GEMM_WGMMA_SHAPE=2x1x128 and STREAM_K=3: 2x16 "
+             "tiles of 128x128 in 16 pair turns of 64 k-tiles, all dealt out as k-tiles to the "
+             "resident pairs, partials in the workspace",
+             "wgmma_sm90", 256, 2048, 4096, expect={"tile": (128, 128), "consumers": 2, "cluster": 2,
+                                                   "stream_k": True}),
+    )),
     Group("wgmma_stream_k", {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_MAX_CLUSTERS": "16"}, (
         Case("wgmma stream-K", "225 tiles of 128x256 in 113 pair turns over 16 resident clusters: "
              "the last 8 turns are dealt out as k-tiles, partial sums meeting in the workspace",

@@ -39,9 +39,10 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     if p["stream_k"]:
         assert sixteen_bit and split == 1 and p["stream_k_turns"] > 0, p
         assert p["stream_k_turns"] <= p["turns"]
-        # 128x256 tiles; or one row of unpaired 64x128 tiles, every turn dealt out
-        assert tile == (128, 256) or (tile == (64, 128) and p["M"] <= 64 and cluster == 1
-                                      and p["stream_k_turns"] == p["turns"]), p
+        # 128x256 tiles; or, every turn dealt out, 128x128 tiles or one row of unpaired 64x128 tiles
+        every_turn = p["stream_k_turns"] == p["turns"]
+        assert tile == (128, 256) or (tile == (128, 128) and every_turn) or (
+            tile == (64, 128) and p["M"] <= 64 and cluster == 1 and every_turn), p
     if row_sum:
         assert tile[1] == 256 and split == 1, p
     if dtype == FP32:
@@ -127,7 +128,6 @@ def test_streaming_every_tile_follows_the_overrides():
     assert not plan(50, 300, 64, shape="1x1x128", stream_k="3")["stream_k"]  # 3 tiles of 1 k-tile < 132 blocks
     assert not plan(100, 4096, 4096, stream_k="3")["stream_k"]   # two rows of 64x128 tiles
     assert not plan(64, 4096, 4096, shape="1x1", stream_k="3")["stream_k"]  # 64x256
-    assert not plan(2048, 2048, 2048, shape="2x1x128", stream_k="3")["stream_k"]  # 128x128
     # one tile of 128 k-tiles: fewer units than SMs, so the plan keeps its split in 8
     p = plan(64, 128, 8192, stream_k="3")
     assert p["split_k"] == 8 and not p["stream_k"]
@@ -150,6 +150,81 @@ def test_stream_k_over_every_turn_of_128x256_tiles(M, N, K, shape, pairs):
     assert p["stream_k"] and p["stream_k_turns"] == p["turns"]
     assert p["grid"] == SMS and "every one of" in p["why"]["stream_k"]
     assert_supported(p, BF16)
+
+
+# TORCH_GEMM_WGMMA_STREAM_K=3 on 128x128 tiles: the plan's one partial round of a few hundred rows
+# against a weight (80 tiles on 132 SMs), or forced; every turn dealt out, paired where the plan
+# pairs them.
+@pytest.mark.parametrize("M, N, K, shape, pairs", [
+    (512, 2560, 14336, None, True),      # 40 pair turns of 224 k-tiles on 66 pairs
+    (256, 8192, 2048, None, True),
+    (2048, 2048, 2048, "2x1x128", True),  # 128 pair turns: several a pair
+    (256, 2048, 1024, "2x1x128", False),  # 16 k-tiles: one short wave, single blocks
+])
+def test_stream_k_over_every_turn_of_128x128_tiles(M, N, K, shape, pairs):
+    kwargs = dict(shape=shape) if shape else {}
+    assert not plan(M, N, K, max_active_clusters=66, **kwargs)["stream_k"]
+    p = plan(M, N, K, stream_k="3", max_active_clusters=66, **kwargs)
+    assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == (2 if pairs else 1)
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"]
+    assert p["grid"] == SMS and "every one of" in p["why"]["stream_k"]
+    assert_supported(p, BF16)
+
+
+# 193 to 256 rows with a long K and 32 to 5/8 of a wave of 128x128 tiles: the plan itself deals
+# out every turn of them; not with a shorter K, other rows, fewer or more tiles,
+# TORCH_GEMM_WGMMA_STREAM_K=0 or a forced shape.
+@pytest.mark.parametrize("M, N, K", [(256, 2048, 14336), (256, 2560, 28672), (193, 5120, 10240)])
+def test_two_tile_rows_with_a_long_k_take_stream_k_over_128x128_tiles(M, N, K):
+    p = plan(M, N, K, max_active_clusters=66)
+    assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == 2
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"] and p["grid"] == SMS
+    assert "every turn dealt out" in p["why"]["tile"] and "every one of" in p["why"]["stream_k"]
+    assert_supported(p, BF16)
+    off = plan(M, N, K, stream_k="0", max_active_clusters=66)
+    assert not off["stream_k"] and "every turn dealt out" not in off["why"]["tile"]
+    forced = plan(M, N, K, shape="2x1x128", max_active_clusters=66)
+    assert tuple(forced["tile"]) == (128, 128) and not forced["stream_k"]
+
+
+@pytest.mark.parametrize("why, M, N, K", [
+    ("short K", 256, 2048, 5120),      # 80 k-tiles
+    ("one tile row", 128, 2048, 14336),
+    ("192 rows", 192, 2048, 11008),     # split 64x128 tiles faster there
+    ("three tile rows", 384, 2048, 14336),
+    ("few tiles", 256, 1024, 14336),    # 16 tiles
+    ("three quarters of a wave", 256, 6144, 14336),  # 96 tiles: paired 128x128 fill the SMs
+    ("a whole wave", 256, 8192, 11008),
+    ("more than one wave", 256, 14336, 14336),
+])
+def test_stream_k_over_128x128_tiles_not_taken(why, M, N, K):
+    p = plan(M, N, K, max_active_clusters=66)
+    assert not p["stream_k"] and "every turn dealt out" not in p["why"]["tile"], why
+
+
+# Two-consumer tiles in 3 tile rows (128x128 ones up to 7) run unpaired: a pair would have a
+# block past M. Even rows, 9 rows, 128x192 tiles in 5 rows, tf32 and forced shapes keep their
+# pairs.
+@pytest.mark.parametrize("M, N, K, tile, paired", [
+    (384, 5120, 5120, (128, 128), False),
+    (384, 14336, 4096, (128, 192), False),
+    (384, 28672, 4096, (128, 256), False),
+    (896, 2048, 2048, (128, 128), False),
+    (512, 8192, 4096, (128, 256), True),
+    (1100, 5632, 1000, (128, 128), True),  # 9 rows
+    (640, 4096, 4096, (128, 192), True),
+])
+def test_odd_tile_rows_run_unpaired(M, N, K, tile, paired):
+    p = plan(M, N, K, max_active_clusters=66)
+    assert tuple(p["tile"]) == tile and p["consumers"] == 2
+    assert (p["cluster"] == 2) == paired, p["why"]["cluster"]
+    assert paired or "odd number" in p["why"]["cluster"]
+    assert_supported(p, BF16)
+
+
+def test_odd_tile_rows_of_tf32_or_a_forced_shape_keep_pairs():
+    assert plan(384, 5120, 5120, dtype=FP32, max_active_clusters=66)["cluster"] == 2
+    assert plan(384, 5120, 5120, shape="2x1x128", max_active_clusters=66)["cluster"] == 2
 
 
 # At most 64 rows (16-bit): 64-row tiles, 64x256 where the 64x128 ones would not fit in one wave,

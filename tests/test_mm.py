@@ -201,7 +201,7 @@ WGMMA_SMALL_SHAPES = [(1, 1000, 1000, 1000), (1, 1000, 1001, 67), (2, 200, 700, 
 # 128×256 tiles. On a 132-SM H100/H200: 72–128 tiles in one wave, an edge tile in N (1104
 # columns); C rows of 2001 elements (not 16-byte aligned: stored from registers); batched; a prime
 # K; 396 tiles in 3 rounds with 9 tile rows (a pair with one tile past M).
-WGMMA_MEDIUM_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 384, 1024, 2048),
+WGMMA_MEDIUM_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 512, 1024, 2048),
                        (1, 700, 1800, 4099), (1, 1100, 5632, 1000)]
 
 
@@ -226,6 +226,22 @@ WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 4096), (1, 128, 4096, 2048), (1, 16, 2
                             (1, 30, 1001, 9001), (3, 40, 1024, 4096), (1, 100, 2048, 3000)]
 
 
+# wgmma_sm90 deals every turn of 128×128 tiles out as k-tiles where 193 to 256 rows (two tile
+# rows, 32 tiles to 5/8 of a wave) meet a long K (160 k-tiles or more). On a 132-SM H100/H200: 16
+# pair turns; edge tiles in M and N with a K not a multiple of the k-tile (162 k-tiles, the last
+# ragged) and C rows of 4001 elements (stored from registers); an edge tile in N; batched.
+WGMMA_MEDIUM_STREAM_K_SHAPES = [(1, 256, 2048, 10240), (1, 200, 4001, 10307), (1, 250, 2500, 10240),
+                                (2, 256, 1024, 10240)]
+
+
+# wgmma_sm90 runs two-consumer tiles unpaired in an odd number of tile rows (3; 128×128 up to 7),
+# where a pair would have a block past M. On a 132-SM H100/H200: 3 rows of 128×128 and of 128×192
+# tiles (a ragged last row, an edge tile in N); 5 and 7 rows of 128×128; C rows of 4001 elements
+# (stored from registers).
+WGMMA_ODD_ROWS_SHAPES = [(1, 384, 4096, 4096), (1, 300, 14300, 2048), (1, 640, 3072, 2048),
+                         (1, 896, 2048, 2048), (1, 330, 4001, 3000)]
+
+
 # What each path's shapes must get from the plan on a 132-SM H100/H200 (66 pairs resident).
 WGMMA_PATH_PLANS = {
     "small_tiles": (lambda: WGMMA_SMALL_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] == 1),
@@ -234,6 +250,10 @@ WGMMA_PATH_PLANS = {
     "mid_tiles": (lambda: WGMMA_MID_SHAPES, lambda p: tuple(p["tile"]) == (128, 192)),
     "small_split_k": (lambda: WGMMA_SMALL_SPLIT_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] > 1),
     "stream_k": (lambda: WGMMA_STREAM_K_SHAPES, lambda p: tuple(p["tile"]) == (128, 256) and p["stream_k"]),
+    "odd_rows": (lambda: WGMMA_ODD_ROWS_SHAPES,
+                 lambda p: p["consumers"] == 2 and p["cluster"] == 1 and "odd number" in p["why"]["cluster"]),
+    "medium_stream_k": (lambda: WGMMA_MEDIUM_STREAM_K_SHAPES,
+                        lambda p: tuple(p["tile"]) == (128, 128) and p["stream_k_turns"] == p["turns"]),
 }
 
 
@@ -270,6 +290,8 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
     "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 2053), (20, 1000, 8200)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
+    "odd_rows": (WGMMA_ODD_ROWS_SHAPES, [(384, 4096, 4096), (330, 4001, 3000)]),
+    "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES, [(256, 2048, 10240), (200, 4001, 10307)]),
 }
 
 
@@ -417,23 +439,29 @@ def test_wgmma_stream_k_over_every_turn(clusters):
                           {"TORCH_GEMM_WGMMA_MAX_CLUSTERS": clusters, "TORCH_GEMM_WGMMA_STREAM_K": "3"})
 
 
-# The same on 128×256 tiles (TORCH_GEMM_WGMMA_SHAPE=2x1): a few tiles with a long K over every
-# resident pair (about 8 pairs a tile), edge tiles in M and N with C rows of 2001 elements and a
-# ragged K, one short wave of single blocks (16 k-tiles), many turns a pair; unpaired; on few
-# clusters.
+# The same on two-consumer tiles forced by TORCH_GEMM_WGMMA_SHAPE: 128×256 (2x1), a few tiles with a
+# long K over every resident pair (about 8 pairs a tile); 128×128 (2x1x128), one partial round of
+# pairs over every resident pair (40 pair turns of 64 k-tiles). Then for both: edge tiles in M and
+# N with C rows of 2001 elements and a ragged K, one short wave of single blocks (16 k-tiles), many
+# turns a pair; unpaired; on few clusters.
+WGMMA_STREAM_K_ALL_TILES = {"2x1": ((128, 256), (256, 2048, 8192)), "2x1x128": ((128, 128), (384, 2560, 4096))}
+
+
 @requires_cuda
+@pytest.mark.parametrize("shape", list(WGMMA_STREAM_K_ALL_TILES))
 @pytest.mark.parametrize("env", ["", "3", "unpaired"])
-def test_wgmma_stream_k_over_every_turn_of_wide_tiles(env):
-    overrides = {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_STREAM_K": "3",
+def test_wgmma_stream_k_over_every_turn_of_two_consumer_tiles(shape, env):
+    tile, first = WGMMA_STREAM_K_ALL_TILES[shape]
+    overrides = {"TORCH_GEMM_WGMMA_SHAPE": shape, "TORCH_GEMM_WGMMA_STREAM_K": "3",
                  "TORCH_GEMM_WGMMA_MAX_CLUSTERS": env if env.isdigit() else "",
                  "TORCH_GEMM_WGMMA_CLUSTER": "1" if env == "unpaired" else ""}
-    shapes = [(256, 2048, 8192), (300, 2001, 3001), (256, 2048, 1024), (1900, 2600, 300)]
+    shapes = [first, (300, 2001, 3001), (256, 2048, 1024), (1900, 2600, 300)]
     for M, N, K in shapes:
-        p = torch_gemm._C.sm90_plan(M, N, K, sm_count=132, max_active_clusters=66, shape="2x1", stream_k="3",
+        p = torch_gemm._C.sm90_plan(M, N, K, sm_count=132, max_active_clusters=66, shape=shape, stream_k="3",
                                     max_clusters=overrides["TORCH_GEMM_WGMMA_MAX_CLUSTERS"] or None,
                                     cluster=overrides["TORCH_GEMM_WGMMA_CLUSTER"] or None)
-        assert tuple(p["tile"]) == (128, 256) and p["stream_k_turns"] == p["turns"] > 0, (M, N, K, p["why"])
-    check_wgmma_under_env(f"stream_k_all_wide {env}", shapes, ("contiguous", "both_t"), overrides)
+        assert tuple(p["tile"]) == tile and p["stream_k_turns"] == p["turns"] > 0, (M, N, K, p["why"])
+    check_wgmma_under_env(f"stream_k_all {shape} {env}", shapes, ("contiguous", "both_t"), overrides)
 
 
 # Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that small products take several

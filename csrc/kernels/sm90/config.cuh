@@ -135,13 +135,15 @@ struct WgmmaParams {
   // mm_tiled_row_sum's slice sums of A, taken by the producer warpgroup's idle warps, tile
   // column j summing its rows over slice j; partials null where they are not this kernel's.
   RowSumView row_sum;
-  // Stream-K (16-bit 128×256 tiles, or one row of 64×128 ones, unsplit: kStreamK): the walk's
-  // last sk_turns turns (every turn under TORCH_GEMM_WGMMA_STREAM_K=3) are not dealt out whole
-  // but as k-tiles, evenly over every cluster (TileWalk), so that no cluster idles through a last
-  // partial turn; 0: every turn whole. A cluster that computes a tile's k-tiles
-  // but not its last ones leaves its sums in sk_partials, block b's consumer w at
-  // (b·kConsumers + w) · kAccumulators · 128 floats, and sets sk_flags[b·kConsumers + w] to 1
-  // (the launcher zeroes the flags); the cluster with the tile's last k-tiles adds them.
+  // Stream-K (16-bit 128×256 tiles; 128×128 ones of two tile rows with a long K; under
+  // TORCH_GEMM_WGMMA_STREAM_K=3 also other 128×128 ones and one row of 64×128 ones; unsplit:
+  // kStreamK): the walk's last sk_turns turns (every turn where the plan deals out all, its
+  // Shape::stream_k_all) are not dealt out whole but as k-tiles, evenly over every
+  // cluster (TileWalk), so that no cluster idles through a last partial turn; 0: every turn
+  // whole. A cluster that computes a tile's k-tiles but not its last ones leaves its sums in
+  // sk_partials, block b's consumer w at (b·kConsumers + w) · kAccumulators · 128 floats, and
+  // sets sk_flags[b·kConsumers + w] to 1 (the launcher zeroes the flags); the cluster with the
+  // tile's last k-tiles adds them.
   int sk_turns = 0;
   float* sk_partials = nullptr;
   int* sk_flags = nullptr;

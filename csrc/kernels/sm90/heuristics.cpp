@@ -50,6 +50,28 @@ constexpr int64_t kPairOneWaveMinKTiles = 32;
 // to 64 tokens (H100, session 29): 8 against 16, geomean 0.973 of torch against 0.966, 55 below
 // 0.92 against 81 (e.g. 2–8 tiles at 64–96 k-tiles in 8 slices, 0.95–1.01 against 4's 0.87–0.94).
 constexpr int64_t kSmallSplitMinKTiles = 8;
+// 193 to 256 rows (four rows of 64-row tiles, two of 128-row ones) with at least this many
+// k-tiles, and 32 to 5/8 of a wave of 128×128 tiles, take 128×128 tiles with every turn dealt out
+// as k-tiles (stream-K over the whole product): the whole tiles otherwise chosen (split or paired
+// 64×128, or paired 128×128) leave a third or more of the SMs idle, or split only in two.
+// Measured 1.04–1.15× faster than those at 256 rows, 172–224 k-tiles and 2048–5120 columns (32 to
+// 80 tiles); slower with 16–80 k-tiles (0.59–0.98), at 192 rows with 172 (the split 64×128
+// tiles 1.07–1.16× faster), against 96 tiles (6144 columns: 0.94–1.0 of paired 128×128) and 128
+// (8192: 0.90–0.94), which fill the SMs; about even at 512 rows (H100 and H200, tune_plan,
+// session 30).
+constexpr int64_t kMediumStreamKMinKTiles = 160;
+constexpr int64_t kMediumStreamKNarrowRows = 4;
+constexpr int64_t kMediumStreamKMinTiles = 32;
+constexpr int64_t kMediumStreamKMaxWaveEighths = 5;
+// Two-consumer tiles in an odd number of tile rows pair along M with one block of the last pair
+// past M: a quarter of the blocks idle at 3 rows, which costs more than sharing B saves
+// (unpaired, against paired, at 320 and 384 rows: 128×128 0.98–1.58×, 128×192 1.03–1.23×,
+// 128×256 1.03–1.22× at 384 rows and 0.91–1.07× at 320), and on 128×128 tiles up to 7 rows
+// (1.01–1.61× at 640 rows, 1.03–1.09× at 896; wider tiles there mixed, 0.91–1.10). 16-bit only
+// (tf32 not measured); not for a forced tile shape, so that tune_plan can still time both. H100,
+// tune_plan, session 30; the H200 agrees at 384 rows.
+constexpr int64_t kOddRowsUnpairedMax = 3;
+constexpr int64_t kOddRowsUnpairedMaxMedium = 7;
 // Clusters of 4 and 8 blocks (one a SM) resident at once: fewer than sms / size, the GPCs' SM
 // counts not being multiples of the size (an H100: 30 and 15 of 132 SMs, benchmarks/NOTES.md). A
 // split whose clusters outnumber them runs a second wave, so the plan counts on 7/8 of sms / size.
@@ -221,9 +243,12 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // about a half to three rounds of 128×256 tiles (e.g. 1024 rows against 2560 columns: 80 tiles of
 // 128×256, 112 of 128×192). Neither narrower tile replaces 128×256 tiles whose last round
 // stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more, but for 128×192 tiles whose
-// whole rounds cost less than the 128×256 tiles' share at kStreamKWideCostTenths. 16-bit products
-// of at most 64 rows never take half-empty 128-row tiles: 64×256 where the 64×128 ones would not
-// fit in one wave. (Measurements: benchmarks/NOTES.md.)
+// whole rounds cost less than the 128×256 tiles' share at kStreamKWideCostTenths. 193 to 256 rows
+// with a long K and few tiles take 128×128 tiles with stream-K over every turn
+// (kMediumStreamKMinKTiles). 16-bit products of at most 64 rows never take half-empty 128-row
+// tiles: 64×256 where the 64×128 ones would not fit in one wave. Two-consumer tiles in 3 tile
+// rows (128×128 ones up to 7) run unpaired (kOddRowsUnpairedMax). (Measurements:
+// benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
@@ -255,7 +280,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   // every block has one two-consumer tile (one wave), it pays for a 16-bit loop of at least
   // kPairOneWaveMinKTiles, which L2's bandwidth bounds; with a shorter K, or tf32 (not measured),
   // the pair's start and its stages waiting on both blocks' copies cost more (benchmarks/NOTES.md,
-  // sessions 9 and 22).
+  // sessions 9 and 22). In an odd number of few tile rows the last pair's second block would be
+  // past M (kOddRowsUnpairedMax).
   const auto cluster_rule_of = [&](const Shape& s) {
     const int64_t two_consumer_tiles =
         s.block_n == kWgmmaBlockN ? wide : s.block_n == kWgmmaMidBlockN ? mid : medium;
@@ -265,6 +291,12 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     if (!o.clusters) return ClusterRule::kOff;
     if ((s.consumers == 2 ? wide_m : narrow_m) < 2) return ClusterRule::kOneTileRow;
     if (one_short_wave) return ClusterRule::kOneWave;
+    const int64_t odd_rows_max =
+        s.block_n == kWgmmaSmallBlockN ? kOddRowsUnpairedMaxMedium : kOddRowsUnpairedMax;
+    if (sixteen_bit(p) && o.consumers == 0 && s.consumers == 2 && wide_m % 2 == 1 &&
+        wide_m <= odd_rows_max) {
+      return ClusterRule::kOddRows;
+    }
     return ClusterRule::kPairs;
   };
   // Turns (a cluster's tiles) of a shape's tiles, and the clusters that may be resident at once
@@ -274,6 +306,16 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   };
   const auto slots_of = [&](int64_t cluster) {
     return std::min<int64_t>(sms / cluster, o.max_clusters);
+  };
+  // Whether stream-K could deal out every turn of a shape's tiles, as plan_grid would: at least as
+  // many k-tiles over the turns as clusters could be resident (else the launcher would fall back
+  // to whole turns with the split given up), and within the walk's 32-bit arithmetic.
+  const auto deals_every_turn = [&](const Shape& s) {
+    Shape unsplit = s;
+    unsplit.split_k = 1;
+    const int64_t cluster = cluster_rule_of(unsplit) == ClusterRule::kPairs ? 2 : 1;
+    const int64_t units = turns_of(unsplit, cluster) * k_tiles, slots = slots_of(cluster);
+    return slots > 0 && units >= slots && units * slots <= INT_MAX;
   };
   // Whether 128×256 tiles (Shape's defaults), with a K of kStreamKKeepsWideMinKTiles or more,
   // would have their last round dealt out by stream-K (as plan_grid would): then the narrower
@@ -321,6 +363,18 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     }
   }
   shape.stream_k_keeps_wide = narrower_kept_out && shape.tile_rule == TileRule::kWide;
+  Shape medium_shape = shape;
+  medium_shape.consumers = 2, medium_shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
+  medium_shape.split_k = 1;
+  const bool medium_stream_k = splittable && !p.tf32_promoted && o.stream_k != 0 &&
+                               o.consumers == 0 && narrow_m == kMediumStreamKNarrowRows &&
+                               medium >= kMediumStreamKMinTiles &&
+                               medium * 8 <= sms * kMediumStreamKMaxWaveEighths &&
+                               k_tiles >= kMediumStreamKMinKTiles && deals_every_turn(medium_shape);
+  if (medium_stream_k) {
+    shape = medium_shape;
+    shape.tile_rule = TileRule::kMediumStreamK;
+  }
   if (p.tf32_promoted) {
     // 3xTF32's inner product: the promoted tf32 tiles are 128 columns wide; one consumer where
     // the 128×128 tiles would leave more than half the SMs idle (or as forced).
@@ -335,25 +389,24 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     if (splittable) shape.split_k = o.split_k, shape.block_n = o.block_n;
     shape.tile_rule = TileRule::kForced;
   }
-  // Stream-K over every turn, only where TORCH_GEMM_WGMMA_STREAM_K=3 asks: on one row of 64×128
+  // Stream-K over every turn where TORCH_GEMM_WGMMA_STREAM_K=3 asks: on one row of 64×128
   // tiles, where with every SM streaming a share of B it measured no faster than the split tiles
-  // on 64 to 86 SMs, and slower with a short K (H100, benchmarks/NOTES.md, session 27); and on
+  // on 64 to 86 SMs, and slower with a short K (H100, benchmarks/NOTES.md, session 27); on
   // 128×256 tiles (e.g. forced by TORCH_GEMM_WGMMA_SHAPE=2x1), for products of few tiles and a
-  // long K, which then move a third of the operand bytes that split 64×128 tiles move.
-  // Only where the k-tiles are at least as many as clusters could be resident, so that the
-  // launcher never falls back to whole turns with the split given up.
+  // long K, which then move a third of the operand bytes that split 64×128 tiles move; and on
+  // 128×128 tiles (the plan's, or forced by 2x1x128), whose one partial round of a few hundred
+  // rows against a weight leaves a third of the SMs idle (deals_every_turn). Without it, the plan
+  // itself deals out every turn of two rows of 128×128 tiles with a long K (medium_stream_k,
+  // kMediumStreamKMinKTiles).
   const bool every_turn_tiles =
       (narrow_m == 1 && shape.consumers == 1 && shape.block_n == kWgmmaSmallBlockN) ||
-      (shape.consumers == 2 && shape.block_n == kWgmmaBlockN);
-  if (o.stream_k == 3 && splittable && !p.tf32_promoted && every_turn_tiles) {
-    Shape unsplit = shape;
-    unsplit.split_k = 1;
-    const int64_t cluster = cluster_rule_of(unsplit) == ClusterRule::kPairs ? 2 : 1;
-    if (turns_of(unsplit, cluster) * k_tiles >= slots_of(cluster)) {
-      shape.split_k = 1, shape.stream_k_all = true;
-      if (shape.consumers == 1 && shape.tile_rule != TileRule::kForced) {
-        shape.tile_rule = TileRule::kSmallStreamK;
-      }
+      (shape.consumers == 2 &&
+       (shape.block_n == kWgmmaBlockN || shape.block_n == kWgmmaSmallBlockN));
+  if (medium_stream_k || (o.stream_k == 3 && splittable && !p.tf32_promoted &&
+                          every_turn_tiles && deals_every_turn(shape))) {
+    shape.split_k = 1, shape.stream_k_all = true;
+    if (shape.consumers == 1 && shape.tile_rule != TileRule::kForced) {
+      shape.tile_rule = TileRule::kSmallStreamK;
     }
   }
   shape.cluster_rule = cluster_rule_of(shape);
@@ -543,8 +596,10 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
       "off: tf32 tiles run whole turns",
       "off: fused row sums take whole tiles",
       "off: TORCH_GEMM_WGMMA_STREAM_K=0",
-      "off: only unsplit 128x256 tiles take stream-K (and, under TORCH_GEMM_WGMMA_STREAM_K=3, "
-      "one row of 64x128 tiles)",
+      "off: only unsplit 128x256 tiles take stream-K, and 128x128 tiles of 193 to 256 rows with "
+      "a long K filling at most 5/8 of the SMs (and, under TORCH_GEMM_WGMMA_STREAM_K=3, any "
+      "128x128 tiles and one row of 64x128 tiles, where their k-tiles outnumber the resident "
+      "clusters)",
       "off: the tiles fit in one round of resident clusters",
       nullptr,
       nullptr,
@@ -686,6 +741,16 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                           "/10 of a 128x256 tile's time, where the " + wide + " make " +
                           str(ceil_div(s.wide_tiles, sms)));
       break;
+    case TileRule::kMediumStreamK:
+      r.tile = "128x128, two consumer warpgroups, every turn dealt out as k-tiles: " +
+               str(s.medium_tiles) + " tiles of 128x128 in two rows (" +
+               str(kMediumStreamKMinTiles) + " to " + str(kMediumStreamKMaxWaveEighths) +
+               "/8 of the " + str(sms) +
+               " SMs) with K's " + str(plan.k_tiles) + " k-tiles (" +
+               str(kMediumStreamKMinKTiles) + " or more), where whole tiles (split or paired " +
+               "64x128, or paired 128x128) would leave a third or more of the SMs idle (see " +
+               "stream_k)";
+      break;
     case TileRule::kMid: {
       const auto rounds_of = [sms](int64_t tiles) {
         const int64_t n = ceil_div(tiles, sms);
@@ -759,6 +824,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     case ClusterRule::kOneTileRow:
       r.cluster = "single blocks: one tile row, nothing to pair along M";
+      break;
+    case ClusterRule::kOddRows:
+      r.cluster = "single blocks: " + str(ceil_div(p.M, kWgmmaBlockM)) +
+                  " tile rows, an odd number, would leave one block of the last pair past M, "
+                  "which costs more than sharing B saves";
       break;
     case ClusterRule::kOneWave:
       r.cluster = "single blocks: every block has one tile (one wave) " +

@@ -37,7 +37,7 @@ struct Overrides {
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
   bool clusters = true;    // TORCH_GEMM_WGMMA_CLUSTER=1: no pairs sharing B
   // TORCH_GEMM_WGMMA_STREAM_K=0|1|2|3: off; the last partial round; and one more; 3: every turn
-  // of 16-bit 128×256 tiles or of one row of 64×128 one-consumer tiles (M <= 64) dealt out as
+  // of 16-bit 128×256 or 128×128 tiles or of one row of 64×128 one-consumer tiles (M <= 64) dealt out as
   // k-tiles wherever the units are at least as many as the SMs (Shape::stream_k_all), in place of
   // any split; other tiles as 1.
   int stream_k = 1;
@@ -54,10 +54,10 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 
 // Which rule set the tile and the clusters (for explain's reasons).
 enum class TileRule {
-  kWide, kNarrow, kOneRowNarrow, kSmall, kSmallSplit, kSmallStreamK, kMedium, kMid, kForced,
-  kPromoted
+  kWide, kNarrow, kOneRowNarrow, kSmall, kSmallSplit, kSmallStreamK, kMedium, kMediumStreamK,
+  kMid, kForced, kPromoted
 };
-enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave };
+enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows };
 
 // How a product is spread over the blocks: the tile (consumers × 64 rows, block_n columns),
 // pairs of blocks sharing B (clusters), or split_k slices of K per 128×256 or 64×128 tile.
@@ -81,9 +81,10 @@ struct Shape {
   // a K: their whole rounds cost less than the 128×256 tiles' share with stream-K's costs
   // (heuristics.cpp's kStreamKWideCostTenths).
   bool mid_beats_stream_k = false;
-  // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): 128×256
-  // tiles, or one row of 64×128 one-consumer tiles (M <= 64); under TORCH_GEMM_WGMMA_STREAM_K=3
-  // only.
+  // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): 128×256 or
+  // 128×128 tiles, or one row of 64×128 one-consumer tiles (M <= 64), under
+  // TORCH_GEMM_WGMMA_STREAM_K=3; and by the plan itself, 128×128 tiles of two tile rows with a
+  // long K (TileRule::kMediumStreamK).
   bool stream_k_all = false;
 
   int block_m() const { return consumers * static_cast<int>(kWgmmaNarrowBlockM); }

@@ -31,8 +31,8 @@ namespace torch_gemm {
 // kSplitK blocks shares each tile, block s taking the s-th slice of K, and their partial sums meet
 // in shared memory (reduce_split): for products with too few tiles to fill the SMs. The launcher
 // then gives each cluster one tile.
-// kStreamK: the walk may end in stream-K pieces (WgmmaParams::sk_turns, every turn under
-// TORCH_GEMM_WGMMA_STREAM_K=3); without it, every walk is whole turns.
+// kStreamK: the walk may end in stream-K pieces (WgmmaParams::sk_turns; every turn where the plan
+// deals out all, Shape::stream_k_all); without it, every walk is whole turns.
 template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM, int kConsumers, int kSplitK,
           int kMmaN, bool kStreamK>
 __global__ void __launch_bounds__(WgmmaConfig<T, kConsumers, kMmaN>::kThreads, 1)

@@ -313,11 +313,11 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
                 std::to_string(kClusterM) + " fits on the device"};
   }
   WgmmaParams run = wp;
-  // Stream-K's instantiations: 128×256 tiles, and unpaired 64×128 one-consumer tiles (every turn
-  // dealt out: Shape::stream_k_all).
+  // Stream-K's instantiations: 128×256 tiles, and (every turn dealt out: Shape::stream_k_all)
+  // 128×128 tiles and unpaired 64×128 one-consumer tiles.
   constexpr bool kHasStreamK =
       !Config::kTf32 && kSplitK == 1 &&
-      ((kConsumers == 2 && kMmaN == kWgmmaBlockN) ||
+      ((kConsumers == 2 && (kMmaN == kWgmmaBlockN || kMmaN == kWgmmaSmallBlockN)) ||
        (kConsumers == 1 && kMmaN == kWgmmaSmallBlockN && kClusterM == 1));
   if constexpr (kHasStreamK) {
     run.sk_turns = grid.sk_turns;
