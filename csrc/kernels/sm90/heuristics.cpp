@@ -412,8 +412,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
       (o.stream_k == 3 && !p.tf32_promoted &&
        ((splittable && every_turn_tiles) || tf32_one_row) && deals_every_turn(shape))) {
     shape.split_k = 1, shape.stream_k_all = true;
-    if (shape.consumers == 1 && shape.tile_rule != TileRule::kForced) {
-      shape.tile_rule = TileRule::kSmallStreamK;
+    if (splittable && shape.consumers == 1 && shape.tile_rule != TileRule::kForced) {
+      shape.tile_rule = TileRule::kSmallStreamK;  // 64×128 (tf32 keeps its 64×256 rule)
     }
   }
   shape.cluster_rule = cluster_rule_of(shape);
