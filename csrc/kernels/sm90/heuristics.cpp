@@ -366,8 +366,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
   Shape medium_shape = shape;
   medium_shape.consumers = 2, medium_shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
   medium_shape.split_k = 1;
-  const bool medium_stream_k = splittable && !p.tf32_promoted && o.stream_k != 0 &&
-                               o.consumers == 0 && narrow_m == kMediumStreamKNarrowRows &&
+  const bool medium_stream_k = splittable && o.stream_k != 0 && o.consumers == 0 &&
+                               narrow_m == kMediumStreamKNarrowRows &&
                                medium >= kMediumStreamKMinTiles &&
                                medium * 8 <= sms * kMediumStreamKMaxWaveEighths &&
                                k_tiles >= kMediumStreamKMinKTiles && deals_every_turn(medium_shape);

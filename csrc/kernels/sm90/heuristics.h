@@ -37,9 +37,9 @@ struct Overrides {
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
   bool clusters = true;    // TORCH_GEMM_WGMMA_CLUSTER=1: no pairs sharing B
   // TORCH_GEMM_WGMMA_STREAM_K=0|1|2|3: off; the last partial round; and one more; 3: every turn
-  // of 16-bit 128×256 or 128×128 tiles or of one row of 64×128 one-consumer tiles (M <= 64) dealt out as
-  // k-tiles wherever the units are at least as many as the SMs (Shape::stream_k_all), in place of
-  // any split; other tiles as 1.
+  // of 16-bit 128×256 or 128×128 tiles or of one row of 64×128 one-consumer tiles (M <= 64)
+  // dealt out as k-tiles wherever the units are at least as many as the SMs
+  // (Shape::stream_k_all), in place of any split; other tiles as 1.
   int stream_k = 1;
   int max_clusters = INT_MAX;  // TORCH_GEMM_WGMMA_MAX_CLUSTERS=n: at most n clusters resident
   // TORCH_GEMM_WGMMA_STORE=registers: C leaves from registers even where TMA could store it
