@@ -230,6 +230,13 @@ GROUPS = (
              "wgmma_sm90", 32, 4096, 4096, b_k_major=False,
              expect={"tile": (64, 128), "split_k": 1, "stream_k": True}),
     )),
+    Group("wgmma_stream_k_all_tf32", {"TORCH_GEMM_WGMMA_STREAM_K": "3"}, (
+        Case("wgmma tf32 64x256 stream-K every tile", "TORCH_GEMM_WGMMA_STREAM_K=3 in tf32: one row "
+             "of 8 tiles of 64x256 (16 rows against a weight) in 128 k-tiles each, dealt out as "
+             "k-tiles over every SM, partials in the workspace",
+             "wgmma_sm90", 16, 2048, 4096, dtype="float32",
+             expect={"tile": (64, 256), "consumers": 1, "cluster": 1, "stream_k": True}),
+    )),
     Group("wgmma_stream_k_all_wide", {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_STREAM_K": "3"}, (
         Case("wgmma 128x256 stream-K every tile", "TORCH_GEMM_WGMMA_SHAPE=2x1 and STREAM_K=3: 2x8 "
              "tiles of 128x256 in 8 pair turns of 64 k-tiles, all dealt out as k-tiles to the "

@@ -37,12 +37,16 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     if tile == (128, 192):
         assert split == 1, p
     if p["stream_k"]:
-        assert sixteen_bit and split == 1 and p["stream_k_turns"] > 0, p
+        assert split == 1 and p["stream_k_turns"] > 0, p
         assert p["stream_k_turns"] <= p["turns"]
-        # 128x256 tiles; or, every turn dealt out, 128x128 tiles or one row of unpaired 64x128 tiles
+        # 16-bit: 128x256 tiles; or, every turn dealt out, 128x128 tiles or one row of unpaired
+        # 64x128 tiles. tf32: every turn of one row of unpaired 64x256 tiles.
         every_turn = p["stream_k_turns"] == p["turns"]
-        assert tile == (128, 256) or (tile == (128, 128) and every_turn) or (
-            tile == (64, 128) and p["M"] <= 64 and cluster == 1 and every_turn), p
+        if sixteen_bit:
+            assert tile == (128, 256) or (tile == (128, 128) and every_turn) or (
+                tile == (64, 128) and p["M"] <= 64 and cluster == 1 and every_turn), p
+        else:
+            assert tile == (64, 256) and p["M"] <= 64 and cluster == 1 and every_turn, p
     if row_sum:
         assert tile[1] == 256 and split == 1, p
     if dtype == FP32:
@@ -117,7 +121,8 @@ def test_stream_k_over_every_turn_of_one_row_of_64x128_tiles(M, N, K, dtype):
 
 
 def test_streaming_every_tile_follows_the_overrides():
-    assert not plan(32, 4096, 4096, dtype=FP32, stream_k="3")["stream_k"]    # tf32: no 64x128 tiles
+    p = plan(32, 4096, 4096, dtype=FP32, stream_k="3")  # tf32: its one row of 64x256 tiles
+    assert tuple(p["tile"]) == (64, 256) and p["stream_k_turns"] == p["turns"]
     assert not plan(32, 4096, 4096, row_sum=True, stream_k="3")["stream_k"]  # row sums: 256 columns
     # TORCH_GEMM_WGMMA_STREAM_K=3: wherever the plan (or a forced shape) takes one row of 64x128
     # one-consumer tiles, if the k-tiles outnumber the blocks; not on other tiles.
@@ -200,6 +205,24 @@ def test_two_tile_rows_with_a_long_k_take_stream_k_over_128x128_tiles(M, N, K):
 def test_stream_k_over_128x128_tiles_not_taken(why, M, N, K):
     p = plan(M, N, K, max_active_clusters=66)
     assert not p["stream_k"] and "every turn dealt out" not in p["why"]["tile"], why
+
+
+# tf32 under TORCH_GEMM_WGMMA_STREAM_K=3: one row of 64x256 tiles (a few rows against a weight)
+# dealt out over every SM as k-tiles; not by default, not on more rows, nor on 3xTF32's tiles.
+@pytest.mark.parametrize("M, N, K", [(16, 4096, 4096), (1, 4096, 14336), (64, 5632, 2048),
+                                     (33, 1000, 3001)])
+def test_tf32_one_row_takes_stream_k_over_every_turn_on_request(M, N, K):
+    assert not plan(M, N, K, dtype=FP32, max_active_clusters=66)["stream_k"]
+    p = plan(M, N, K, dtype=FP32, stream_k="3", max_active_clusters=66)
+    assert tuple(p["tile"]) == (64, 256) and p["cluster"] == 1 and p["split_k"] == 1
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"] and p["grid"] == SMS
+    assert "every one of" in p["why"]["stream_k"] and p["why"]["tile"].startswith("64x256")
+    assert p["workspace_bytes"] >= SMS * 64 * 256 * 4
+    assert_supported(p, FP32)
+
+
+def test_tf32_stream_k_not_on_two_rows():
+    assert not plan(100, 4096, 4096, dtype=FP32, stream_k="3", max_active_clusters=66)["stream_k"]
 
 
 # Two-consumer tiles in 3 tile rows (128x128 ones up to 7) run unpaired: a pair would have a

@@ -389,6 +389,54 @@ def test_tf32_few_rows_against_a_weight(M):
         assert torch_gemm.explain(x, w.t())["kernel"] == "multistage"
 
 
+# tf32 under TORCH_GEMM_WGMMA_STREAM_K=3: one row of 64×256 tiles dealt out over every SM as
+# k-tiles, against float64 (with a bias: it enters with each tile's last k-tiles) and run twice
+# for the same bits (the partial sums meet in a fixed order). A weight (B K-major) and A K-major
+# or not: 16 tiles of 128 k-tiles; one row, one tile of 448 k-tiles over every SM. Then edge
+# tiles in M and N with a ragged K (95 k-tiles) and C rows of 1001 elements (stored from
+# registers), a ragged 449 k-tiles, an MN-major A with C from registers, and a transposed
+# product.
+TF32_STREAM_K_SCRIPT = """
+import sys, torch, torch_gemm
+sys.path.insert(0, {tests!r})
+from gemm_testing import assert_close_to_reference, make_operands, generator, randn
+torch.backends.cuda.matmul.allow_tf32 = True
+for M, N, K in {shapes!r}:
+    for layout in {layouts!r}:
+        gen = generator("cuda", {tag!r}, M, N, K, layout)
+        a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
+        plan = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
+        assert plan["stream_k"] and plan["stream_k_turns"] == plan["turns"], plan
+        assert plan["store"] == {store!r}, plan
+        out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
+        assert_close_to_reference(out, a, b)
+        assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"))
+        if plan["transposed"]:
+            continue  # a bias belongs to C's columns: such calls run untransposed
+        bias = randn((N,), torch.float32, "cuda", gen)
+        assert torch_gemm.explain(a, b, kernel="wgmma_sm90", bias=bias)["plan"]["stream_k"]
+        assert_close_to_reference(torch_gemm.linear_tiled(a, b.t(), bias, kernel="wgmma_sm90"),
+                                  a, b, bias)
+print("ok")
+"""
+
+
+@requires_cuda
+def test_wgmma_tf32_stream_k_over_every_turn():
+    env = {"TORCH_GEMM_WGMMA_STREAM_K": "3"}
+    run = lambda tag, shapes, layouts, store: check_wgmma_under_env(
+        tag, shapes, layouts, env, script=TF32_STREAM_K_SCRIPT.replace("{store!r}", repr(store)))
+    run("tf32_stream_k", [(16, 4096, 4096), (1, 200, 14336)], ["b_t", "both_t"], "tma")
+    # Both operands repacked (with A's rows transposed too the product would run transposed); C
+    # from registers with A MN-major, in place (rows of 36).
+    run("tf32_stream_k_ragged", [(33, 1001, 3009)], ["b_t"], "registers")
+    run("tf32_stream_k_ragged_k", [(1, 200, 14357)], ["b_t"], "tma")
+    run("tf32_stream_k_mn_major_a", [(36, 1001, 3072)], ["both_t"], "registers")
+    # NN, 4096 rows against 16 columns: Cᵀ = Bᵀ·Aᵀ runs (16 rows of Bᵀ, one row of tiles), A's
+    # rows permuted through registers, C stored by transposed TMA boxes.
+    run("tf32_stream_k_transposed", [(4096, 16, 4096)], ["contiguous"], "tma_transposed")
+
+
 # C from registers where TMA would store it (TORCH_GEMM_WGMMA_STORE=registers, which
 # sanitize_cases.py sets under initcheck): 64-row, paired 128×256 and 128×128 tiles, edge tiles in
 # M and N; and in float32, tf32 (its transposed product where B is N-major) and 3xTF32.

@@ -82,7 +82,7 @@ struct Shape {
   // (heuristics.cpp's kStreamKWideCostTenths).
   bool mid_beats_stream_k = false;
   // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): 128×256 or
-  // 128×128 tiles, or one row of 64×128 one-consumer tiles (M <= 64), under
+  // 128×128 tiles, or one row of 64×128 one-consumer tiles (M <= 64; in tf32, 64×256), under
   // TORCH_GEMM_WGMMA_STREAM_K=3; and by the plan itself, 128×128 tiles of two tile rows with a
   // long K (TileRule::kMediumStreamK).
   bool stream_k_all = false;

@@ -313,12 +313,15 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
                 std::to_string(kClusterM) + " fits on the device"};
   }
   WgmmaParams run = wp;
-  // Stream-K's instantiations: 128×256 tiles, and (every turn dealt out: Shape::stream_k_all)
-  // 128×128 tiles and unpaired 64×128 one-consumer tiles.
+  // Stream-K's instantiations: 16-bit 128×256 tiles, and (every turn dealt out:
+  // Shape::stream_k_all) 128×128 tiles and unpaired 64×128 one-consumer tiles; tf32's unpaired
+  // 64×256 one-consumer tiles (one row of them, every turn dealt out).
   constexpr bool kHasStreamK =
-      !Config::kTf32 && kSplitK == 1 &&
-      ((kConsumers == 2 && (kMmaN == kWgmmaBlockN || kMmaN == kWgmmaSmallBlockN)) ||
-       (kConsumers == 1 && kMmaN == kWgmmaSmallBlockN && kClusterM == 1));
+      kSplitK == 1 &&
+      (Config::kTf32
+           ? !Config::kPromoted && kConsumers == 1 && kMmaN == kWgmmaBlockN && kClusterM == 1
+           : (kConsumers == 2 && (kMmaN == kWgmmaBlockN || kMmaN == kWgmmaSmallBlockN)) ||
+                 (kConsumers == 1 && kMmaN == kWgmmaSmallBlockN && kClusterM == 1));
   if constexpr (kHasStreamK) {
     run.sk_turns = grid.sk_turns;
     if (run.sk_turns > 0) {
