@@ -208,6 +208,12 @@ DEFAULT_CASES = (
          "decode_sm80", 24, 1024, 1024, expect={"token_tiles": 4}),
     Case("decode 8 token tiles", "40 rows: eight 8-token tiles, two passes' worth",
          "decode_sm80", 40, 1024, 1024, expect={"token_tiles": 8}),
+    Case("decode tf32 split", "float32 as tf32, 1 row against a 2048x8192 weight: 128 blocks, K "
+         "split across blocks in 16-element chunks",
+         "decode_sm80", 1, 2048, 8192, dtype="float32", expect={"token_tiles": 1}),
+    Case("decode tf32 8 token tiles", "float32 as tf32, 40 rows: eight 8-token tiles, K = 1028 "
+         "ends in a part chunk of one vector a lane",
+         "decode_sm80", 40, 1024, 1028, dtype="float32", expect={"token_tiles": 8}),
     Case("gemv", "1 row against a small weight (N·K < 2^24): auto's gemv",
          "gemv", 1, 1000, 1000, expect={"auto": "gemv"}),
     Case("multistage split-K", "float32, 64 rows: 2 small tiles and 128 k-tiles, split 8 ways "
@@ -313,7 +319,7 @@ def plan(case: Case, env: dict, sm_count: int = PLAN_SM_COUNT) -> dict:
     if case.kernel == "decode_sm80":
         # decode_plan.cpp: one 8-token tile up to 8 rows, 2 up to 16, 4 up to 32, else 8.
         answer["token_tiles"] = next(t for t in (1, 2, 4, 8) if case.M <= 8 * t or t == 8)
-        if case.M <= 16:
+        if case.M <= 16 and case.dtype != "float32":  # auto's 16-bit decode rule reads the split
             answer["splits_k"] = answer["auto"] == "wgmma_sm90"
     return answer
 

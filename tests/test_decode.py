@@ -1,7 +1,8 @@
 """decode_sm80: the tensor-core decode rung's own paths — token tiles of 1, 2, 4 and 8, K split
 inside a block and across blocks (with the second kernel's reduction), the K tail, columns past
 N, passes over tokens past 64, the batch, the bias, and the fallback to gemv for layouts its
-16-byte loads cannot take — each against the float64 reference."""
+16-byte loads cannot take — each against the float64 reference, in bf16/fp16 and in float32 as
+tf32 (only while torch allows TF32)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 
 import torch_gemm
 from gemm_testing import (
-    assert_close_to_reference, generator, poisoned_outputs, randn, requires_cuda, table_kernels,
+    assert_close_to_reference, generator, poisoned_outputs, randn, requires_cuda, table_kernels, tf32_allowed,
 )
 
 pytestmark = [
@@ -87,3 +88,39 @@ def test_empty_and_zero_k():
     w = torch.randn(8, 0, device="cuda", dtype=torch.bfloat16)
     assert torch.equal(torch_gemm.mm_tiled(x, w.t(), kernel="decode_sm80"), torch.zeros(4, 8, device="cuda", dtype=torch.bfloat16))
     assert torch_gemm.mm_tiled(x[:0], w.t(), kernel="decode_sm80").shape == (0, 8)
+
+
+# float32 as tf32 (m16n8k8, 4 elements a 16-byte vector, so K's tail and alignment differ from
+# 16-bit): every token-tile count, K split across blocks, K a multiple of 4 but not of a 16-element
+# chunk, columns past N, a pass past 64 tokens; with a bias; batched and deterministic.
+@pytest.mark.parametrize("M, N, K", [
+    (1, 4096, 4096), (2, 1024, 4096), (7, 17, 44), (8, 512, 2048), (9, 100, 4), (16, 1000, 4100),
+    (17, 33, 96), (32, 256, 516), (33, 64, 1036), (64, 4096, 256), (65, 48, 64), (130, 31, 72),
+    (3, 16, 16 * 2048), (5, 1, 8),
+])
+def test_tf32_linear_weight_layouts(M, N, K):
+    _needs_sm80()
+    gen = generator("cuda", "decode-tf32", M, N, K)
+    x, w = randn((M, K), torch.float32, "cuda", gen), randn((N, K), torch.float32, "cuda", gen)
+    bias = randn((N,), torch.float32, "cuda", gen)
+    with tf32_allowed(True), poisoned_outputs():
+        out = torch_gemm.mm_tiled(x, w.t(), kernel="decode_sm80")
+        assert_close_to_reference(out, x, w.t())
+        out = torch_gemm.linear_tiled(x, w, bias, kernel="decode_sm80")
+        assert_close_to_reference(out, x, w.t(), bias)
+
+
+def test_tf32_batched_deterministic_and_only_where_torch_allows_it():
+    _needs_sm80()
+    gen = generator("cuda", "decode-tf32-bmm")
+    x, w = randn((3, 8, 2048), torch.float32, "cuda", gen), randn((3, 512, 2048), torch.float32, "cuda", gen)
+    with tf32_allowed(True):
+        first = torch_gemm.bmm_tiled(x, w.transpose(1, 2), kernel="decode_sm80")
+        for z in range(3):
+            assert_close_to_reference(first[z], x[z], w[z].t())
+        assert torch.equal(first, torch_gemm.bmm_tiled(x, w.transpose(1, 2), kernel="decode_sm80"))
+        # An odd K (no 16-byte vectors) is computed by gemv, in float32.
+        a, b = x[0, :, :2047], w[0, :, :2047].t()
+        assert_close_to_reference(torch_gemm.mm_tiled(a, b, kernel="decode_sm80"), a, b)
+    with tf32_allowed(False), pytest.raises(RuntimeError, match="kernel 'decode_sm80' multiplies float32 in TF32"):
+        torch_gemm.mm_tiled(x[0], w[0].t(), kernel="decode_sm80")

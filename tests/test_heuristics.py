@@ -579,10 +579,19 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (4096, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),
     (4096, 100, 4096, FP32, 90, True, 1, "multistage"),   # N under one 128-row tile
     (64, 14336, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # tf32, 56 tiles of 64x256 against a weight
-    (16, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 of them
+    (17, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 of them
+    (16, 4096, 4096, FP32, 90, True, 1, "decode_sm80"),   # tf32 decode: up to 16 rows
+    (3, 4096, 4096, FP32, 90, True, 1, "decode_sm80"),
+    (2, 4096, 4096, FP32, 90, True, 1, "gemv"),           # two rows: gemv, in float32
+    (4, 1024, 4096, FP32, 90, True, 1, "gemv"),           # small weights: gemv's one launch
+    (8, 512, 2048, FP32, 90, True, 1, "gemv"),
+    (8, 1024, 4096, FP32, 90, True, 1, "decode_sm80"),
+    (16, 4096, 4096, FP32, 90, True, 4096, "multistage"), # B's columns not contiguous
+    (16, 4096, 4096, FP32, 80, True, 1, "multistage"),    # tf32 decode measured on sm_90 only
+    (16, 4096, 4096, FP32, 90, False, 1, "multistage"),   # TF32 off
     (64, 2048, 2048, FP32, 90, True, 1, "multistage"),    # 8: the CUDA cores were faster
     (96, 2048, 4096, FP32, 90, True, 1, "multistage"),
-    (64, 28672, 4096, FP32, 90, True, 1, "multistage"),   # 112: the plan's 128-row tiles, unmeasured
+    (64, 28672, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # 112: the plan's 128-row tiles
     (64, 14336, 4096, FP32, 90, True, 4096, "multistage"),  # B's columns not contiguous
     (64, 14336, 4096, FP32, 90, False, 1, "multistage"),  # TF32 off
     (4096, 4096, 4096, FP32, 90, False, 1, "multistage"),

@@ -372,21 +372,25 @@ def test_wgmma_forced_wide_split():
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": "2x2"})
 
 
-# tf32 with fewer than 128 rows against a weight of enough 256-column tiles: auto takes wgmma_sm90's
-# 64-row tiles (and the CUDA cores with TF32 off, or too few column tiles), every row count under
-# 128 and an odd K, at TF32's bound.
+# tf32 with 17 to 127 rows against a weight of enough 256-column tiles: auto takes wgmma_sm90 (and
+# the CUDA cores with TF32 off, or too few column tiles); with 3 to 16 rows decode_sm80's tf32
+# tiles, or gemv for two rows and small weights; an odd K, at TF32's bound.
 @requires_cuda
-@pytest.mark.parametrize("M", [3, 16, 64, 65, 127])
-def test_tf32_few_rows_against_a_weight(M):
+@pytest.mark.parametrize("M, kernel", [(2, "gemv"), (3, "decode_sm80"), (16, "decode_sm80"), (17, "wgmma_sm90"),
+                                       (64, "wgmma_sm90"), (65, "wgmma_sm90"), (127, "wgmma_sm90")])
+def test_tf32_few_rows_against_a_weight(M, kernel):
     skip_unless_wgmma()
     gen = generator("cuda", "tf32_few_rows", M)
-    x, w = randn((M, 517), torch.float32, "cuda", gen), randn((4100, 517), torch.float32, "cuda", gen)
+    x, w = randn((M, 516), torch.float32, "cuda", gen), randn((16400, 516), torch.float32, "cuda", gen)
     with tf32_allowed(True):
-        assert torch_gemm.explain(x, w.t())["kernel"] == "wgmma_sm90"
-        assert torch_gemm.explain(x, w[:2000].t())["kernel"] == "multistage"  # 8 column tiles
+        assert torch_gemm.explain(x, w.t())["kernel"] == kernel
+        if M > 16:
+            assert torch_gemm.explain(x, w[:2000].t())["kernel"] == "multistage"  # 8 column tiles
         assert_close_to_reference(torch_gemm.linear_tiled(x, w), x, w.t())
+        odd_k = x[:, :515], w[:, :515]  # no 16-byte vectors: decode_sm80 hands it to gemv
+        assert_close_to_reference(torch_gemm.linear_tiled(*odd_k), odd_k[0], odd_k[1].t())
     with tf32_allowed(False):
-        assert torch_gemm.explain(x, w.t())["kernel"] == "multistage"
+        assert torch_gemm.explain(x, w.t())["kernel"] == ("multistage" if M > 2 else "gemv")
 
 
 # tf32 under TORCH_GEMM_WGMMA_STREAM_K=3: one row of 64×256 tiles dealt out over every SM as

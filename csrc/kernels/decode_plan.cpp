@@ -32,7 +32,7 @@ DecodePlan plan_decode(const GemmParams& p, int64_t sms) {
   plan.warps_per_column = plan.token_tiles <= 2 ? 8 : plan.token_tiles == 4 ? 4 : 2;
   const int64_t groups_per_block = Cfg::kWarps / plan.warps_per_column;
   plan.blocks_x = ceil_div(ceil_div(p.N, int64_t{Cfg::kColumns}), groups_per_block);
-  const int64_t chunks = ceil_div(p.K, int64_t{Cfg::kChunk});
+  const int64_t chunks = ceil_div(p.K, int64_t{Cfg::chunk(dtype_size(p.dtype))});
   const int64_t batch = std::max<int64_t>(std::min<int64_t>(p.batch, kMaxGridZ), 1);
   const int64_t slots = std::max<int64_t>(sms, 1) * Cfg::kMinBlocksPerSm;
   double best_efficiency = round_efficiency(plan.blocks_x * batch, slots);

@@ -15,8 +15,11 @@ struct DecodeSm80Config {
   static constexpr int kMinBlocksPerSm = 2;  // the plan's split assumes this residency
   static constexpr int kColumns = 16;        // output columns (weight rows) per warp: mma's M
   static constexpr int kTokens = 8;          // tokens per token tile: mma's N
-  static constexpr int kVec = 8;             // 16-bit elements per 16-byte copy
-  static constexpr int kChunk = 4 * kVec;    // K per step of a warp: 4 lanes of 8 elements
+  static constexpr int kVectorBytes = 16;    // one copy of a lane
+  // Elements per 16-byte copy (8 bf16/fp16, 4 float32 as tf32), and K per step of a warp: its 4
+  // lanes of a weight row each copy one vector.
+  static constexpr int vec(int64_t element_bytes) { return kVectorBytes / static_cast<int>(element_bytes); }
+  static constexpr int chunk(int64_t element_bytes) { return 4 * vec(element_bytes); }
   // Chunks whose loads a warp issues before its mmas, as many as the registers allow. (A cp.async
   // ring and L2 prefetches of the next step both measured slower: benchmarks/NOTES.md.)
   template <int kTokenTiles>

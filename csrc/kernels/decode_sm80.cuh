@@ -1,9 +1,11 @@
 // Rung for decode on the tensor cores: up to 64 rows of A (tokens) against a linear's weight
-// streamed once. The product is computed transposed, Cᵀ = W·Aᵀ, so the weight fills mma.sync's
-// 16-row operand and the few tokens its 8-column one: no tile rows are wasted on absent tokens.
+// streamed once, bf16/fp16 through mma.sync m16n8k16 and float32 as tf32 through m16n8k8. The
+// product is computed transposed, Cᵀ = W·Aᵀ, so the weight fills mma.sync's 16-row operand and
+// the few tokens its 8-column one: no tile rows are wasted on absent tokens.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/decode_plan.h"
 #include "kernels/grid.cuh"
@@ -17,17 +19,42 @@ namespace torch_gemm {
 // splits K again, each split writing fp32 partial sums to the workspace for decode_sm80_reduce,
 // which adds them in a fixed order: deterministic.
 //
-// Lane (g = lane / 4, c = lane % 4) loads 16 bytes at k0 + 8c of weight rows g and g + 8 and of
-// token g of each token tile, and feeds them to two mmas as they are: mma's k pairs (2c, 2c+1) and (2c+8, 2c+9) of step s are the elements
-// 4s..4s+3 of that vector. The order of k inside a chunk does not change the sum, and both
-// operands agree on it, so no shuffle or ldmatrix is needed. The launcher runs this only where
-// both operands are contiguous along K in whole, aligned 16-byte vectors.
+// Lane (g = lane / 4, c = lane % 4) loads 16 bytes at k0 + c·kVec of weight rows g and g + 8 and
+// of token g of each token tile, and feeds them to two mmas as they are. For 16-bit, mma's k
+// pairs (2c, 2c+1) and (2c+8, 2c+9) of step s are the elements 4s..4s+3 of that vector; for tf32,
+// its k (c, c+4) of step s are the elements 2s, 2s+1. The order of k inside a chunk does not
+// change the sum, and both operands agree on it, so no shuffle or ldmatrix is needed. The
+// launcher runs this only where both operands are contiguous along K in whole, aligned 16-byte
+// vectors.
+template <typename T>
+__device__ __forceinline__ void decode_mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  if constexpr (std::is_same_v<T, float>) {
+    mma_m16n8k8_tf32(d, a, b);
+  } else {
+    mma_m16n8k16<T>(d, a, b);
+  }
+}
+
+// float32's vectors rounded to tf32 as cuBLAS rounds them (round_to_tf32), once per load; 16-bit
+// vectors as they are.
+template <typename T>
+__device__ __forceinline__ uint4 mma_operand(uint4 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    v.x = __float_as_uint(round_to_tf32(__uint_as_float(v.x)));
+    v.y = __float_as_uint(round_to_tf32(__uint_as_float(v.y)));
+    v.z = __float_as_uint(round_to_tf32(__uint_as_float(v.z)));
+    v.w = __float_as_uint(round_to_tf32(__uint_as_float(v.w)));
+  }
+  return v;
+}
+
 template <typename T, int kTokenTiles, int kWarpsPerColumn>
 __global__ void __launch_bounds__(DecodeSm80Config::kThreads, DecodeSm80Config::kMinBlocksPerSm)
 decode_sm80_kernel(GemmParams p, int64_t chunks_per_split) {
   using Cfg = DecodeSm80Config;
   constexpr int kGroups = Cfg::kWarps / kWarpsPerColumn;  // column groups of 16 per block
   constexpr int kTokensPerPass = kTokenTiles * Cfg::kTokens;
+  constexpr int kVec = Cfg::vec(sizeof(T)), kChunk = Cfg::chunk(sizeof(T));
   p = batch_element(p, blockIdx.z);
   const T* __restrict__ A = static_cast<const T*>(p.a);
   const T* __restrict__ W = static_cast<const T*>(p.b);  // B[k, n] = W[n, k], b_stride_k == 1
@@ -43,7 +70,7 @@ decode_sm80_kernel(GemmParams p, int64_t chunks_per_split) {
   const T* w_hi = W + n_hi * p.b_stride_n;
 
   // This warp's chunks of K: the split's range, dealt out in turn to the block's warps.
-  const int64_t chunks = ceil_div(p.K, int64_t{Cfg::kChunk});
+  const int64_t chunks = ceil_div(p.K, int64_t{kChunk});
   const int64_t split_first = static_cast<int64_t>(blockIdx.y) * chunks_per_split;
   const int64_t split_end = split_first + chunks_per_split < chunks ? split_first + chunks_per_split : chunks;
 
@@ -73,7 +100,7 @@ decode_sm80_kernel(GemmParams p, int64_t chunks_per_split) {
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t chunk = chunk0 + int64_t{u} * kWarpsPerColumn;
-        const int64_t k = chunk * Cfg::kChunk + c * Cfg::kVec;
+        const int64_t k = chunk * kChunk + c * kVec;
         const bool in = chunk < split_end && k < p.K;  // K is a multiple of kVec: whole vectors
         rW[u][0] = in ? __ldcs(reinterpret_cast<const uint4*>(w_lo + k)) : make_uint4(0, 0, 0, 0);
         rW[u][1] = in ? __ldcs(reinterpret_cast<const uint4*>(w_hi + k)) : make_uint4(0, 0, 0, 0);
@@ -85,12 +112,14 @@ decode_sm80_kernel(GemmParams p, int64_t chunks_per_split) {
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const uint32_t a0[4] = {rW[u][0].x, rW[u][1].x, rW[u][0].y, rW[u][1].y};  // k 0..3 of the vector
-        const uint32_t a1[4] = {rW[u][0].z, rW[u][1].z, rW[u][0].w, rW[u][1].w};  // k 4..7
+        const uint4 w_lo_vec = mma_operand<T>(rW[u][0]), w_hi_vec = mma_operand<T>(rW[u][1]);
+        const uint32_t a0[4] = {w_lo_vec.x, w_hi_vec.x, w_lo_vec.y, w_hi_vec.y};  // first half of the vector
+        const uint32_t a1[4] = {w_lo_vec.z, w_hi_vec.z, w_lo_vec.w, w_hi_vec.w};  // second half
 #pragma unroll
         for (int t = 0; t < kTokenTiles; ++t) {
-          mma_m16n8k16<T>(rAcc[t], a0, {rA[u][t].x, rA[u][t].y});
-          mma_m16n8k16<T>(rAcc[t], a1, {rA[u][t].z, rA[u][t].w});
+          const uint4 a_vec = mma_operand<T>(rA[u][t]);
+          decode_mma<T>(rAcc[t], a0, {a_vec.x, a_vec.y});
+          decode_mma<T>(rAcc[t], a1, {a_vec.z, a_vec.w});
         }
       }
     }

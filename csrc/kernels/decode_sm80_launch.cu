@@ -1,6 +1,7 @@
-// Launcher of the tensor-core decode rung: token tiles from M, the split of K inside a block and
-// across blocks (so that the weight's columns keep every SM streaming), and the fallback to gemv
-// where the operands are not contiguous, aligned 16-byte vectors along K.
+// Launcher of the tensor-core decode rung (bf16/fp16, float32 as tf32): token tiles from M, the
+// split of K inside a block and across blocks (so that the weight's columns keep every SM
+// streaming), and the fallback to gemv where the operands are not contiguous, aligned 16-byte
+// vectors along K.
 #include <algorithm>
 #include <cstdint>
 
@@ -16,16 +17,25 @@ using Cfg = DecodeSm80Config;
 template <typename T>
 bool vector_loads_ok(const GemmParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  const auto stride_ok = [](int64_t stride, int64_t extent) { return extent <= 1 || stride % Cfg::kVec == 0; };
-  return p.K % Cfg::kVec == 0 && (p.a_stride_k == 1 || p.K <= 1) && (p.b_stride_k == 1 || p.K <= 1) &&
+  constexpr int kVec = Cfg::vec(sizeof(T));
+  const auto stride_ok = [](int64_t stride, int64_t extent) { return extent <= 1 || stride % kVec == 0; };
+  return p.K % kVec == 0 && (p.a_stride_k == 1 || p.K <= 1) && (p.b_stride_k == 1 || p.K <= 1) &&
          aligned(p.a) && aligned(p.b) && stride_ok(p.a_stride_m, p.M) && stride_ok(p.b_stride_n, p.N) &&
          stride_ok(p.a_stride_batch, p.batch) && stride_ok(p.b_stride_batch, p.batch);
 }
 
-bool sixteen_bit(const GemmParams& p) { return p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16; }
+// bf16/fp16, and float32 (which the op runs here only where torch allows TF32: the table's
+// float32_as_tf32).
+bool mma_dtype(const GemmParams& p) {
+  return p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16 || p.dtype == DType::kFloat32;
+}
 
 bool vector_loads(const GemmParams& p) {
-  return p.dtype == DType::kBFloat16 ? vector_loads_ok<__nv_bfloat16>(p) : vector_loads_ok<__half>(p);
+  switch (p.dtype) {
+    case DType::kBFloat16: return vector_loads_ok<__nv_bfloat16>(p);
+    case DType::kFloat16: return vector_loads_ok<__half>(p);
+    default: return vector_loads_ok<float>(p);
+  }
 }
 
 template <typename T, int kTokenTiles, int kWarpsPerColumn>
@@ -59,20 +69,22 @@ LaunchStatus launch_tiles(const GemmParams& p, const DecodePlan& plan, cudaStrea
 
 LaunchStatus launch_gemm_decode_sm80(const GemmParams& params, cudaStream_t stream) {
   if (params.M == 0 || params.N == 0 || params.batch == 0) return {};
-  // Layouts the 16-byte loads cannot take (and any dtype but bf16/fp16) go to gemv, which reads
-  // any strides.
-  if (!sixteen_bit(params) || params.K == 0 || !vector_loads(params)) return launch_gemm_gemv(params, stream);
+  // Layouts the 16-byte loads cannot take (and float64) go to gemv, which reads any strides.
+  if (!mma_dtype(params) || params.K == 0 || !vector_loads(params)) return launch_gemm_gemv(params, stream);
   const DecodePlan plan = plan_decode(params, sm_count_of(params));
   if (plan.blocks_x > kMaxGridX) return refuse("N past the grid's reach");
   if (plan.splits > 1 && params.workspace_bytes < gemm_decode_sm80_workspace_bytes(params)) {
     return refuse("workspace smaller than the split plan needs");
   }
-  return params.dtype == DType::kBFloat16 ? launch_tiles<__nv_bfloat16>(params, plan, stream)
-                                          : launch_tiles<__half>(params, plan, stream);
+  switch (params.dtype) {
+    case DType::kBFloat16: return launch_tiles<__nv_bfloat16>(params, plan, stream);
+    case DType::kFloat16: return launch_tiles<__half>(params, plan, stream);
+    default: return launch_tiles<float>(params, plan, stream);
+  }
 }
 
 int64_t gemm_decode_sm80_workspace_bytes(const GemmParams& params) {
-  if (params.M == 0 || params.N == 0 || params.batch == 0 || params.K == 0 || !sixteen_bit(params)) return 0;
+  if (params.M == 0 || params.N == 0 || params.batch == 0 || params.K == 0 || !mma_dtype(params)) return 0;
   if (!vector_loads(params)) return 0;  // gemv runs it, without a workspace
   const DecodePlan plan = plan_decode(params, sm_count_of(params));
   if (plan.splits == 1) return 0;

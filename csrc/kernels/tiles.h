@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 namespace torch_gemm {
 
@@ -38,5 +39,12 @@ struct GemvOverDecode {
   int64_t rows, elements;
 };
 constexpr GemvOverDecode kGemvOverDecode[] = {{1, (int64_t{1} << 24) - 1}, {2, int64_t{1} << 22}, {8, int64_t{1} << 20}};
+// float32 as tf32 (where torch allows TF32) up to kDecodeMaxRowsTf32 rows on decode_sm80's m16n8k8
+// tiles, measured on sm_90 only: there it streamed weights at 0.9-1.24x torch's pace where
+// wgmma's 64-row tiles ran at 0.3-0.6x, and from 17 rows on its four token tiles fell behind them;
+// gemv keeps two rows (any weight, in float32) and the small weights of kGemvOverDecodeTf32.
+constexpr int64_t kDecodeMaxRowsTf32 = 16;
+constexpr GemvOverDecode kGemvOverDecodeTf32[] = {{2, std::numeric_limits<int64_t>::max()},
+                                                  {4, int64_t{1} << 23}, {8, int64_t{1} << 20}};
 
 }  // namespace torch_gemm
