@@ -211,6 +211,9 @@ DEFAULT_CASES = (
     Case("decode tf32 split", "float32 as tf32, 1 row against a 2048x8192 weight: 128 blocks, K "
          "split across blocks in 16-element chunks",
          "decode_sm80", 1, 2048, 8192, dtype="float32", expect={"token_tiles": 1}),
+    Case("decode tf32 4 token tiles", "float32 as tf32, 24 rows: four 8-token tiles, one warp a "
+         "column group; 1000 columns end in a part group, K = 1028 in a part chunk",
+         "decode_sm80", 24, 1000, 1028, dtype="float32", expect={"token_tiles": 4}),
     Case("decode tf32 8 token tiles", "float32 as tf32, 40 rows: eight 8-token tiles, K = 1028 "
          "ends in a part chunk of one vector a lane",
          "decode_sm80", 40, 1024, 1028, dtype="float32", expect={"token_tiles": 8}),

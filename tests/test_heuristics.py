@@ -579,9 +579,15 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (4096, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),
     (4096, 100, 4096, FP32, 90, True, 1, "multistage"),   # N under one 128-row tile
     (64, 14336, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # tf32, 56 tiles of 64x256 against a weight
-    (17, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 of them
-    (16, 4096, 4096, FP32, 90, True, 1, "decode_sm80"),   # tf32 decode: up to 16 rows
+    (33, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 of them
+    (32, 4096, 4096, FP32, 90, True, 1, "decode_sm80"),   # tf32 decode: up to 32 rows
+    (17, 4096, 4096, FP32, 90, True, 1, "decode_sm80"),
+    (16, 4096, 4096, FP32, 90, True, 1, "decode_sm80"),
     (3, 4096, 4096, FP32, 90, True, 1, "decode_sm80"),
+    (16, 11008, 4096, FP32, 90, True, 1, "decode_sm80"),  # 43 column tiles
+    (16, 14336, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # 56: wgmma's tiles fill the SMs
+    (4, 28672, 8192, FP32, 90, True, 1, "wgmma_sm90"),
+    (2, 28672, 8192, FP32, 90, True, 1, "gemv"),
     (2, 4096, 4096, FP32, 90, True, 1, "gemv"),           # two rows: gemv, in float32
     (4, 1024, 4096, FP32, 90, True, 1, "gemv"),           # small weights: gemv's one launch
     (8, 512, 2048, FP32, 90, True, 1, "gemv"),

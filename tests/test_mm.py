@@ -137,8 +137,10 @@ def test_float32_uses_tf32_only_where_torch_allows_it():
     with tf32_allowed(True):
         out = torch_gemm.mm_tiled(a, b)
         assert_close_to_reference(out, a, b)
-        # Both sides fill a 128-row tile: auto picked the TF32 kernel (deterministic).
-        assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel=tf32_kernels[0]))
+        # Both sides fill a 128-row tile: auto picked a TF32 kernel (deterministic).
+        chosen = torch_gemm.explain(a, b)["kernel"]
+        assert chosen in tf32_kernels
+        assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel=chosen))
 
 
 def check_wgmma_product(tag: str, dtype, layout: str, batch: int, M: int, N: int, K: int):
@@ -372,19 +374,22 @@ def test_wgmma_forced_wide_split():
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": "2x2"})
 
 
-# tf32 with 17 to 127 rows against a weight of enough 256-column tiles: auto takes wgmma_sm90 (and
-# the CUDA cores with TF32 off, or too few column tiles); with 3 to 16 rows decode_sm80's tf32
-# tiles, or gemv for two rows and small weights; an odd K, at TF32's bound.
+# tf32 with few rows against a weight: decode_sm80's tf32 tiles from 3 to 32 rows (gemv for two
+# rows and small weights), wgmma_sm90 past 32 rows or against many columns (and the CUDA cores with
+# TF32 off, or with too few column tiles for wgmma); an odd K, at TF32's bound.
 @requires_cuda
-@pytest.mark.parametrize("M, kernel", [(2, "gemv"), (3, "decode_sm80"), (16, "decode_sm80"), (17, "wgmma_sm90"),
-                                       (64, "wgmma_sm90"), (65, "wgmma_sm90"), (127, "wgmma_sm90")])
-def test_tf32_few_rows_against_a_weight(M, kernel):
+@pytest.mark.parametrize("M, N, kernel", [
+    (2, 4100, "gemv"), (3, 4100, "gemv"), (8, 4100, "decode_sm80"), (16, 4100, "decode_sm80"),
+    (32, 4100, "decode_sm80"), (16, 16400, "wgmma_sm90"), (33, 4100, "wgmma_sm90"), (64, 4100, "wgmma_sm90"),
+    (127, 4100, "wgmma_sm90"),
+])
+def test_tf32_few_rows_against_a_weight(M, N, kernel):
     skip_unless_wgmma()
-    gen = generator("cuda", "tf32_few_rows", M)
-    x, w = randn((M, 516), torch.float32, "cuda", gen), randn((16400, 516), torch.float32, "cuda", gen)
+    gen = generator("cuda", "tf32_few_rows", M, N)
+    x, w = randn((M, 516), torch.float32, "cuda", gen), randn((N, 516), torch.float32, "cuda", gen)
     with tf32_allowed(True):
         assert torch_gemm.explain(x, w.t())["kernel"] == kernel
-        if M > 16:
+        if M > 32:
             assert torch_gemm.explain(x, w[:2000].t())["kernel"] == "multistage"  # 8 column tiles
         assert_close_to_reference(torch_gemm.linear_tiled(x, w), x, w.t())
         odd_k = x[:, :515], w[:, :515]  # no 16-byte vectors: decode_sm80 hands it to gemv

@@ -40,10 +40,13 @@ struct GemvOverDecode {
 };
 constexpr GemvOverDecode kGemvOverDecode[] = {{1, (int64_t{1} << 24) - 1}, {2, int64_t{1} << 22}, {8, int64_t{1} << 20}};
 // float32 as tf32 (where torch allows TF32) up to kDecodeMaxRowsTf32 rows on decode_sm80's m16n8k8
-// tiles, measured on sm_90 only: there it streamed weights at 0.9-1.24x torch's pace where
-// wgmma's 64-row tiles ran at 0.3-0.6x, and from 17 rows on its four token tiles fell behind them;
-// gemv keeps two rows (any weight, in float32) and the small weights of kGemvOverDecodeTf32.
-constexpr int64_t kDecodeMaxRowsTf32 = 16;
+// tiles, measured on sm_90 only: there it streamed weights at 0.8-1.24x torch's pace where
+// wgmma's 64-row tiles ran at 0.3-0.8x, except against weights of more than
+// kTf32DecodeMaxColumnTiles 256-column tiles, where wgmma's tiles fill the SMs and ran as fast or
+// faster; past 32 rows its eight token tiles fell far behind. gemv keeps two rows (any weight, in
+// float32) and the small weights of kGemvOverDecodeTf32.
+constexpr int64_t kDecodeMaxRowsTf32 = 32;
+constexpr int64_t kTf32DecodeMaxColumnTiles = 48;
 constexpr GemvOverDecode kGemvOverDecodeTf32[] = {{2, std::numeric_limits<int64_t>::max()},
                                                   {4, int64_t{1} << 23}, {8, int64_t{1} << 20}};
 

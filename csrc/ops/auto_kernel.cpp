@@ -21,7 +21,8 @@ constexpr int64_t kMinWarptileTiles = 48;
 // pass and idle SMs cost more than multistage's product on the CUDA cores (32 tiles on 132 SMs
 // were slower than multistage, 64 and more faster, on an H100: benchmarks/NOTES.md, session 25).
 constexpr int64_t kThreeTf32SmsPerTile = 4;
-// tf32 with 17 to 127 rows against a weight (B K-major, a linear's forward): wgmma_sm90 where B
+// tf32 with 33 to 127 rows (or more columns than decode takes) against a weight (B K-major, a
+// linear's forward): wgmma_sm90 where B
 // spans at least kTf32FewRowsMinColumnTiles of its 256-column tiles: there it streamed the weight
 // faster than the CUDA cores multiply (on 64-row tiles, and on the 128-row tiles the plan takes
 // from 66 column tiles on), and with 8 or 4 column tiles it did not (benchmarks/NOTES.md,
@@ -36,13 +37,15 @@ constexpr int64_t kTf32FewRowsMinColumnTiles = 16;
 // decode_sm80 would split K across blocks (its sums then need a second kernel, where wgmma's split
 // 64x128 tiles add theirs inside a cluster); fp32/fp64 up to two rows, and
 // one bf16/fp16 row before sm_80, on gemv, which streams B once where a tile would be mostly
-// empty rows; float32 with TF32 allowed on sm_90 up to 16 rows on decode_sm80's tf32 tiles
-// (kDecodeMaxRowsTf32; gemv for two rows and small weights: kGemvOverDecodeTf32). bf16/fp16: the
+// empty rows; float32 with TF32 allowed on sm_90 up to 32 rows on decode_sm80's tf32 tiles
+// (kDecodeMaxRowsTf32; gemv for two rows and small weights: kGemvOverDecodeTf32), but on wgmma
+// against weights of many columns (kTf32DecodeMaxColumnTiles). bf16/fp16: the
 // tensor cores, wgmma on sm_90 at every shape (its launcher takes smaller tiles or splits K where its tiles are few, and it beat
 // mma_sm80 at every measured shape), mma.sync on other GPUs from sm_80. fp32 where torch allows
 // TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile (there is no mma.sync
-// tf32 rung to fall back to, and the CUDA cores are several times slower), and from 17 to 127
-// rows against a weight of enough 256-column tiles (kTf32FewRowsMinColumnTiles); with TF32 off but
+// tf32 rung to fall back to, and the CUDA cores are several times slower), and with fewer rows,
+// past the tf32 decode, against a weight of enough 256-column tiles (kTf32FewRowsMinColumnTiles);
+// with TF32 off but
 // 3xTF32 opted into, the same shapes on wgmma_sm90_3xtf32 (float32's accuracy) where its 128x128
 // tiles outnumber a quarter of the SMs (fewer, and its split pass and idle SMs cost more than the
 // CUDA cores' product: kThreeTf32SmsPerTile); otherwise the CUDA
@@ -66,7 +69,8 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
     if (!wgmma || plan_decode(p, p.sm_count).splits == 1) return {"decode_sm80", AutoRule::kDecodeSm80};
     return {"wgmma_sm90", AutoRule::kWgmmaDecode};
   }
-  if (wgmma && dtype == DType::kFloat32 && allow_tf32 && weight_rows && M <= kDecodeMaxRowsTf32) {
+  if (wgmma && dtype == DType::kFloat32 && allow_tf32 && weight_rows && M <= kDecodeMaxRowsTf32 &&
+      (M <= kGemvMaxRowsWide || ceil_div(N, kWgmmaBlockN) <= kTf32DecodeMaxColumnTiles)) {
     for (const GemvOverDecode& small : kGemvOverDecodeTf32) {
       if (M <= small.rows && N * K <= small.elements) return {"gemv", AutoRule::kGemv};
     }
@@ -114,15 +118,16 @@ const char* describe_auto_choice(AutoRule rule) {
       "decode on compute capability 9.0: up to 16 bf16/fp16 rows where decode_sm80 would split K "
       "across blocks and add the sums in a second kernel; wgmma_sm90's 64x128 tiles split K "
       "inside a cluster instead",
-      "decode in tf32 on compute capability 9.0: float32 with TF32 allowed, 3 to 16 rows of A "
-      "against a B with contiguous columns (gemv keeps two rows and small weights): decode_sm80 "
-      "streams B once through mma.sync m16n8k8 in tf32, where wgmma's 64-row tiles would be "
-      "mostly empty rows",
+      "decode in tf32 on compute capability 9.0: float32 with TF32 allowed, 3 to 32 rows of A "
+      "against a B with contiguous columns and at most 48 256-column tiles (gemv keeps two rows "
+      "and small weights): decode_sm80 streams B once through mma.sync m16n8k8 in tf32, where "
+      "wgmma's 64-row tiles would be mostly empty rows",
       "bf16/fp16 on compute capability 9.0: Hopper's wgmma at every shape (its plan takes smaller "
       "tiles, split-K or stream-K where 128x256 tiles are few)",
       "float32 with TF32 allowed on compute capability 9.0, M and N at least 128: wgmma in tf32",
-      "float32 with TF32 allowed on compute capability 9.0, 17 to 127 rows of A against a B with "
-      "contiguous columns (a linear's weight) of at least 16 256-column tiles: wgmma in tf32, "
+      "float32 with TF32 allowed on compute capability 9.0, fewer than 128 rows of A against a B "
+      "with contiguous columns (a linear's weight) of at least 16 256-column tiles, past what the "
+      "tf32 decode takes: wgmma in tf32, "
       "which streams B faster than the CUDA cores multiply",
       "float32 with TF32 off and torch_gemm's float32 precision set to '3xtf32', on compute "
       "capability 9.0, M and N at least 128 and more 128x128 tiles than a quarter of the SMs: "
