@@ -31,10 +31,13 @@ DecodePlan plan_decode(const GemmParams& p, int64_t sms) {
   // L1) the same tokens' loads, which then outweigh the weight's. float32's token vectors are
   // twice as many bytes a k: at four token tiles one warp a column group, all eight of a block
   // reading the same tokens' chunks at once, ran 1.6-2.9x faster than four (benchmarks/NOTES.md).
-  plan.warps_per_column = plan.token_tiles <= 2                ? 8
-                          : plan.token_tiles == 8              ? 2
-                          : p.dtype == DType::kFloat32         ? 1
-                                                               : 4;
+  if (plan.token_tiles <= 2) {
+    plan.warps_per_column = 8;
+  } else if (plan.token_tiles == 4) {
+    plan.warps_per_column = p.dtype == DType::kFloat32 ? 1 : 4;
+  } else {
+    plan.warps_per_column = 2;
+  }
   const int64_t groups_per_block = Cfg::kWarps / plan.warps_per_column;
   plan.blocks_x = ceil_div(ceil_div(p.N, int64_t{Cfg::kColumns}), groups_per_block);
   const int64_t chunks = ceil_div(p.K, int64_t{Cfg::chunk(dtype_size(p.dtype))});

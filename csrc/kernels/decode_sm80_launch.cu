@@ -61,9 +61,12 @@ LaunchStatus launch_tiles(const GemmParams& p, const DecodePlan& plan, cudaStrea
   switch (plan.token_tiles) {
     case 1: return launch_plan<T, 1, 8>(p, plan, stream);
     case 2: return launch_plan<T, 2, 8>(p, plan, stream);
-    case 4:
-      if constexpr (std::is_same_v<T, float>) return launch_plan<T, 4, 1>(p, plan, stream);
-      return launch_plan<T, 4, 4>(p, plan, stream);
+    case 4:  // plan_decode: one warp a column group for float32
+      if constexpr (std::is_same_v<T, float>) {
+        return launch_plan<T, 4, 1>(p, plan, stream);
+      } else {
+        return launch_plan<T, 4, 4>(p, plan, stream);
+      }
     default: return launch_plan<T, 8, 2>(p, plan, stream);
   }
 }
