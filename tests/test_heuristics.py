@@ -32,8 +32,11 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     assert p["consumers"] == tile[0] // 64
     assert split in (1, 2, 4, 8) and cluster in (1, 2)
     if split > 1:
-        assert sixteen_bit and cluster == 1, p
-        assert tile == (64, 128) or (tile == (128, 256) and split == 2), p
+        assert cluster == 1, p
+        if sixteen_bit:
+            assert tile == (64, 128) or (tile == (128, 256) and split == 2), p
+        else:
+            assert tile == (64, 256) and not row_sum, p
     if tile == (128, 192):
         assert split == 1, p
     if p["stream_k"]:
@@ -217,6 +220,7 @@ def test_tf32_one_row_takes_stream_k_over_every_turn_on_request(M, N, K):
     assert tuple(p["tile"]) == (64, 256) and p["cluster"] == 1 and p["split_k"] == 1
     assert p["stream_k"] and p["stream_k_turns"] == p["turns"] and p["grid"] == SMS
     assert "every one of" in p["why"]["stream_k"] and p["why"]["tile"].startswith("64x256")
+    assert "split in" not in p["why"]["tile"]
     assert p["workspace_bytes"] >= SMS * 64 * 256 * 4
     assert_supported(p, FP32)
 
@@ -284,8 +288,44 @@ def test_short_k_splits_less():
 
 
 def test_few_tiles_in_tf32_take_64x256_tiles():
+    # 1000×1000×1000: 32 tiles of 128x256 leave most SMs idle; the 64 of 64x256 fill half a wave
+    # of pairs of blocks, so each is split in two (31 k-tiles: slices of 16 and 15).
     p = plan(1000, 1000, 1000, dtype=FP32)
-    assert tuple(p["tile"]) == (64, 256) and p["split_k"] == 1
+    assert tuple(p["tile"]) == (64, 256) and p["split_k"] == 2 and p["cluster"] == 1
+    assert_supported(p, FP32)
+
+
+# tf32 has no 128-column tiles: its 64x256 tiles split along K in 2, 4 or 8 where they leave half
+# the SMs idle, as many slices as one wave of clusters takes (66 pairs, 28 of 4, 14 of 8 on 132
+# SMs) with 8 k-tiles (of 32 floats) or more each.
+@pytest.mark.parametrize("M, N, K, split", [
+    (128, 256, 8192, 8),     # 2 tiles, 256 k-tiles
+    (256, 1024, 4096, 4),    # 16 tiles
+    (512, 1024, 4096, 2),    # 32 tiles
+    (64, 2048, 8192, 8),     # 8 tiles
+    (16, 4096, 4096, 4),     # 16 tiles, 128 k-tiles (14 clusters of 8 hold fewer)
+    (128, 256, 500, 2),      # 16 k-tiles: two slices of 8
+    (128, 256, 400, 1),      # 13 k-tiles: too short to split
+    (1000, 1000, 1000, 2),
+])
+def test_few_tf32_tiles_split_k(M, N, K, split):
+    p = plan(M, N, K, dtype=FP32)
+    assert tuple(p["tile"]) == (64, 256) and p["split_k"] == split, p
+    if split > 1:
+        assert p["cluster"] == 1 and f"{split} slices of K" in p["why"]["split_k"]
+        assert "split in" in p["why"]["tile"]
+        assert p["grid"] == p["turns"] * split
+    else:
+        assert "too short to split" in p["why"]["split_k"]
+    assert_supported(p, FP32)
+
+
+def test_tf32_split_not_on_many_tiles_nor_3xtf32_nor_forced_unsplit():
+    assert plan(4096, 4096, 4096, dtype=FP32)["split_k"] == 1  # 128x256 tiles fill the SMs
+    assert plan(256, 1024, 4096, dtype=FP32, shape="1x1")["split_k"] == 1
+    p = plan(256, 1024, 4096, dtype=FP32, shape="1x8")
+    assert p["split_k"] == 8 and "forced" in p["why"]["tile"]
+    assert plan(256, 1024, 4096, dtype=BF16, shape="1x8") == plan(256, 1024, 4096, dtype=BF16)  # tf32's
 
 
 def test_128x128_where_64x128_tiles_would_not_fit_in_a_wave():

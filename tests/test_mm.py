@@ -353,6 +353,57 @@ def test_wgmma_forced_small_split(shape):
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": shape})
 
 
+# tf32's 64×256 tiles split along K in 2, 4 or 8 (TORCH_GEMM_WGMMA_SHAPE=1xS forced, and the plan's
+# own choice): slices left empty by a short K (their blocks add zeros), K of 1, a prime K, edge
+# tiles in M and N, C rows of 1001 elements (stored from registers), every layout (an N-major B
+# runs the transposed product, whose boxes span 64 of its columns: 8 slices store from registers),
+# a bias (it enters with the first slice), run twice for the same bits; then a batch; and all of it
+# with C from registers (TORCH_GEMM_WGMMA_STORE=registers).
+TF32_SPLIT_SCRIPT = """
+import sys, torch, torch_gemm
+sys.path.insert(0, {tests!r})
+from gemm_testing import assert_close_to_reference, make_operands, generator, randn
+torch.backends.cuda.matmul.allow_tf32 = True
+for M, N, K in {shapes!r}:
+    for layout in {layouts!r}:
+        gen = generator("cuda", {tag!r}, M, N, K, layout)
+        a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
+        out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
+        assert_close_to_reference(out, a, b)
+        assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"))
+        bias = randn((N,), torch.float32, "cuda", gen)
+        assert_close_to_reference(torch_gemm.linear_tiled(a, b.t(), bias, kernel="wgmma_sm90"), a, b, bias)
+gen = generator("cuda", {tag!r}, "bmm")
+x, w = randn((3, 64, 1024), torch.float32, "cuda", gen), randn((3, 512, 1024), torch.float32, "cuda", gen)
+out = torch_gemm.bmm_tiled(x, w.transpose(1, 2), kernel="wgmma_sm90")
+for z in range(3):
+    assert_close_to_reference(out[z], x[z], w[z].t())
+print("ok")
+"""
+TF32_SPLIT_SHAPES = [(70, 300, 100), (5, 129, 1), (64, 256, 131), (130, 1000, 577), (200, 1001, 2050)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape", ["1x2", "1x4", "1x8"])
+@pytest.mark.parametrize("store", ["tma", "registers"])
+def test_wgmma_tf32_split(shape, store):
+    env = {"TORCH_GEMM_WGMMA_SHAPE": shape}
+    if store == "registers":
+        env["TORCH_GEMM_WGMMA_STORE"] = "registers"
+    check_wgmma_under_env(f"tf32_split {shape} {store}", TF32_SPLIT_SHAPES, LAYOUTS, env, TF32_SPLIT_SCRIPT)
+
+
+# The plan's own tf32 split (no override): 8 slices of 2 tiles, 4 of 16, 2 of 32 (1000³).
+@requires_cuda
+def test_wgmma_tf32_split_by_the_plan():
+    shapes = [(128, 256, 8192), (256, 1024, 4096), (1000, 1000, 1000)]
+    with tf32_allowed(True):
+        for M, N, K, split in [(*s, k) for s, k in zip(shapes, (8, 4, 2))]:
+            a = torch.empty(M, K, device="cuda")
+            assert torch_gemm.explain(a, torch.empty(K, N, device="cuda"), kernel="wgmma_sm90")["plan"]["split_k"] == split
+    check_wgmma_under_env("tf32_split_plan", shapes, ["contiguous", "b_t"], {}, TF32_SPLIT_SCRIPT)
+
+
 # 128×192 tiles forced (TORCH_GEMM_WGMMA_SHAPE=2x1x192) onto shapes the plan gives other tiles,
 # every layout: a single tile, K of 1, edge tiles in M and N, C rows of 1001 elements (one short
 # wave: single blocks); one paired wave (1000×1001×2048; an N-major B in 2 boxes and 1); 704

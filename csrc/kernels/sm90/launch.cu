@@ -345,7 +345,7 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
 }
 
 // The kernel for the plan's clusters and K slices (split-K: 16-bit, 128×256 tiles in two
-// slices, 64×128 tiles in 2, 4 or 8; 128×192 tiles unsplit).
+// slices, 64×128 tiles in 2, 4 or 8; tf32, 64×256 tiles in 2, 4 or 8; 128×192 tiles unsplit).
 template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB>
 LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
                            const CUtensorMap& map_c, const WgmmaParams& wp, const sm90::Plan& plan,
@@ -359,6 +359,23 @@ LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
   }
   if constexpr (!std::is_same_v<T, float> && kConsumers == 1 && kMmaN == kWgmmaSmallBlockN) {
     static_assert(KernelFacts::kMaxSmallSlices == 8, "the slices instantiated below");
+    switch (plan.shape.split_k) {
+      case 2:
+        return launch_kernel<T, 1, kMmaN, kKMajorA, kKMajorB, 1, 2>(map_a, map_b, map_c, wp,
+                                                                    plan, stream);
+      case 4:
+        return launch_kernel<T, 1, kMmaN, kKMajorA, kKMajorB, 1, 4>(map_a, map_b, map_c, wp,
+                                                                    plan, stream);
+      case 8:
+        return launch_kernel<T, 1, kMmaN, kKMajorA, kKMajorB, 1, 8>(map_a, map_b, map_c, wp,
+                                                                    plan, stream);
+      default:
+        break;
+    }
+  }
+  if constexpr (std::is_same_v<T, float> && !WgmmaConfig<T, kConsumers, kMmaN>::kPromoted &&
+                kConsumers == 1 && kMmaN == kWgmmaBlockN) {
+    static_assert(KernelFacts::kMaxNarrowSlices == 8, "the slices instantiated below");
     switch (plan.shape.split_k) {
       case 2:
         return launch_kernel<T, 1, kMmaN, kKMajorA, kKMajorB, 1, 2>(map_a, map_b, map_c, wp,
