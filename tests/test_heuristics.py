@@ -289,7 +289,7 @@ def test_short_k_splits_less():
 
 def test_few_tiles_in_tf32_take_64x256_tiles():
     # 1000×1000×1000: 32 tiles of 128x256 leave most SMs idle; the 64 of 64x256 fill half a wave
-    # of pairs of blocks, so each is split in two (31 k-tiles: slices of 16 and 15).
+    # of pairs of blocks, so each is split in two (32 k-tiles: slices of 16).
     p = plan(1000, 1000, 1000, dtype=FP32)
     assert tuple(p["tile"]) == (64, 256) and p["split_k"] == 2 and p["cluster"] == 1
     assert_supported(p, FP32)
@@ -320,12 +320,23 @@ def test_few_tf32_tiles_split_k(M, N, K, split):
     assert_supported(p, FP32)
 
 
+def test_tf32_split_transposed_in_8_stores_from_registers():
+    # An N-major B: the transposed product 256x128 has 4 tiles, split in 8; each slice owns 32
+    # columns, fewer than a transposed box's 64.
+    p = plan(128, 256, 8192, dtype=FP32, b_strides=[256, 1])
+    assert p["transposed"] and p["split_k"] == 8 and p["store"] == "registers"
+    assert "K slices owns 32 columns" in p["why"]["store"]
+    p = plan(256, 1024, 4096, dtype=FP32, b_strides=[1024, 1])
+    assert p["transposed"] and p["split_k"] == 4 and p["store"] == "tma_transposed"
+
+
 def test_tf32_split_not_on_many_tiles_nor_3xtf32_nor_forced_unsplit():
     assert plan(4096, 4096, 4096, dtype=FP32)["split_k"] == 1  # 128x256 tiles fill the SMs
     assert plan(256, 1024, 4096, dtype=FP32, shape="1x1")["split_k"] == 1
     p = plan(256, 1024, 4096, dtype=FP32, shape="1x8")
     assert p["split_k"] == 8 and "forced" in p["why"]["tile"]
     assert plan(256, 1024, 4096, dtype=BF16, shape="1x8") == plan(256, 1024, 4096, dtype=BF16)  # tf32's
+    assert plan(256, 1024, 4096, dtype=FP32, shape="1x4x128")["split_k"] == 1  # 16-bit's 128 columns
 
 
 def test_128x128_where_64x128_tiles_would_not_fit_in_a_wave():

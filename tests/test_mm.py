@@ -368,6 +368,8 @@ for M, N, K in {shapes!r}:
     for layout in {layouts!r}:
         gen = generator("cuda", {tag!r}, M, N, K, layout)
         a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
+        if {split!r} is not None:  # the forced split took effect
+            assert torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["split_k"] == {split!r}
         out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
         assert_close_to_reference(out, a, b)
         assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"))
@@ -390,18 +392,22 @@ def test_wgmma_tf32_split(shape, store):
     env = {"TORCH_GEMM_WGMMA_SHAPE": shape}
     if store == "registers":
         env["TORCH_GEMM_WGMMA_STORE"] = "registers"
-    check_wgmma_under_env(f"tf32_split {shape} {store}", TF32_SPLIT_SHAPES, LAYOUTS, env, TF32_SPLIT_SCRIPT)
+    script = TF32_SPLIT_SCRIPT.replace("{split!r}", repr(int(shape[-1])))
+    check_wgmma_under_env(f"tf32_split {shape} {store}", TF32_SPLIT_SHAPES, LAYOUTS, env, script)
 
 
-# The plan's own tf32 split (no override): 8 slices of 2 tiles, 4 of 16, 2 of 32 (1000³).
+# The plan's own tf32 split (no override): on 132 SMs 8 slices of 2 tiles, 4 of 16, 2 of 64 (1000³).
 @requires_cuda
 def test_wgmma_tf32_split_by_the_plan():
+    skip_unless_wgmma()
     shapes = [(128, 256, 8192), (256, 1024, 4096), (1000, 1000, 1000)]
-    with tf32_allowed(True):
-        for M, N, K, split in [(*s, k) for s, k in zip(shapes, (8, 4, 2))]:
-            a = torch.empty(M, K, device="cuda")
-            assert torch_gemm.explain(a, torch.empty(K, N, device="cuda"), kernel="wgmma_sm90")["plan"]["split_k"] == split
-    check_wgmma_under_env("tf32_split_plan", shapes, ["contiguous", "b_t"], {}, TF32_SPLIT_SCRIPT)
+    if torch.cuda.get_device_properties(0).multi_processor_count == 132:
+        with tf32_allowed(True):
+            for (M, N, K), split in zip(shapes, (8, 4, 2)):
+                a, b = torch.empty(M, K, device="cuda"), torch.empty(K, N, device="cuda")
+                assert torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["split_k"] == split
+    script = TF32_SPLIT_SCRIPT.replace("{split!r}", "None")
+    check_wgmma_under_env("tf32_split_plan", shapes, ["contiguous", "b_t"], {}, script)
 
 
 # 128×192 tiles forced (TORCH_GEMM_WGMMA_SHAPE=2x1x192) onto shapes the plan gives other tiles,

@@ -110,6 +110,21 @@ bool sixteen_bit(const GemmParams& p) {
 // 256-column tiles).
 bool can_split(const GemmParams& p) { return p.dtype != DType::kFloat32 && p.row_sum == nullptr; }
 
+// tf32's own split: 64×256 tiles, not 3xTF32's promoted ones, without row sums.
+bool tf32_can_split(const GemmParams& p) {
+  return p.dtype == DType::kFloat32 && !p.tf32_promoted && p.row_sum == nullptr;
+}
+
+// The overrides as they apply to p: 1xS (64×256 tiles in S slices of K) is tf32's alone, and for
+// other products ignored, as an invalid shape is.
+Overrides effective_overrides(const GemmParams& p, const Overrides& given) {
+  Overrides o = given;
+  if (o.consumers == 1 && o.block_n == kWgmmaBlockN && o.split_k > 1 && !tf32_can_split(p)) {
+    o.consumers = 0, o.split_k = 0;
+  }
+  return o;
+}
+
 RowSumPlan plan_row_sum(const GemmParams& p) {
   RowSumPlan plan;
   if (p.row_sum == nullptr) return plan;
@@ -260,14 +275,8 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // tiles, splits its 64×256 tiles along K likewise where they leave half the SMs idle
 // (kNarrowSplitMinKTiles). (Measurements: benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
-  // 1xS (64×256 tiles in S slices of K) is tf32's alone: for other products it is ignored, as an
-  // invalid shape is.
-  const bool tf32_splittable =
-      p.dtype == DType::kFloat32 && !p.tf32_promoted && p.row_sum == nullptr;
-  Overrides o = given;
-  if (o.consumers == 1 && o.block_n == kWgmmaBlockN && o.split_k > 1 && !tf32_splittable) {
-    o.consumers = 0, o.split_k = 0;
-  }
+  const bool tf32_splittable = tf32_can_split(p);
+  const Overrides o = effective_overrides(p, given);
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
   Shape shape;
@@ -415,7 +424,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     shape.block_n = static_cast<int>(kWgmmaBlockN);
     shape.split_k = 1, shape.stream_k_all = false;
     if (splittable) shape.split_k = o.split_k, shape.block_n = o.block_n;
-    if (tf32_splittable && o.consumers == 1) shape.split_k = o.split_k;  // 1xS
+    if (tf32_splittable && o.consumers == 1 && o.block_n == kWgmmaBlockN) shape.split_k = o.split_k;  // 1xS
     shape.tile_rule = TileRule::kForced;
   }
   // Stream-K over every turn where TORCH_GEMM_WGMMA_STREAM_K=3 asks: on one row of 64×128
@@ -544,6 +553,16 @@ ThreeTf32Plan plan_3xtf32(const GemmParams& p, char* base) {
   return plan;
 }
 
+namespace {
+
+// A transposed box spans kWgmmaNarrowBlockM (64) of the product's columns: a tile's K slices each
+// own whole ones up to 4 slices of 256 columns; 8 slices own 32 columns, which leave from registers.
+bool owns_transposed_boxes(const Shape& s) {
+  return s.split_k * kWgmmaNarrowBlockM <= s.block_n;
+}
+
+}  // namespace
+
 Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
   Plan plan;
   plan.transposed = runs_transposed(caller);
@@ -554,7 +573,8 @@ Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
   // C goes through TMA as the product's C where TMA can address that, else (transposed, fp32
   // only) as the caller's C, its boxes filled transposed.
   const bool product_store = o.tma_store && tma_store_ok(p);
-  plan.store_transposed = plan.transposed && !product_store && o.tma_store && tma_store_ok(caller);
+  plan.store_transposed = plan.transposed && !product_store && o.tma_store &&
+                          tma_store_ok(caller) && owns_transposed_boxes(plan.shape);
   plan.tma_store = product_store || plan.store_transposed;
   plan.tiles_m = ceil_div(p.M, plan.shape.block_m());
   plan.tiles_n = ceil_div(p.N, plan.shape.block_n);
@@ -672,11 +692,12 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
 }  // namespace
 
 Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& grid,
-                     const Overrides& o) {
+                     const Overrides& given) {
   struct {
     std::string transposed, a, b, store, tile, cluster, split_k, stream_k, row_sum, grid;
   } r;
   const GemmParams& p = plan.problem;
+  const Overrides o = effective_overrides(p, given);
   const Shape& s = plan.shape;
   const int64_t e = dtype_size(p.dtype);
   const bool batched = p.batch > 1;
@@ -707,6 +728,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
               "16-byte aligned rows";
   } else if (!o.tma_store) {
     r.store = "from registers, edges masked: forced by TORCH_GEMM_WGMMA_STORE=registers";
+  } else if (plan.transposed && !owns_transposed_boxes(plan.shape)) {
+    r.store = "from registers, edges masked: each of the transposed product's " +
+              std::to_string(plan.shape.split_k) + " K slices owns " +
+              std::to_string(plan.shape.block_n / plan.shape.split_k) +
+              " columns, fewer than a transposed box's " + std::to_string(kWgmmaNarrowBlockM);
   } else {
     r.store = "from registers, edges masked: TMA cannot address C (no unit column stride, or rows "
               "not 16-byte aligned)";
@@ -842,8 +868,12 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   } else if (s.tile_rule == TileRule::kForced) {
     r.split_k = "none: forced by TORCH_GEMM_WGMMA_SHAPE";
   } else if (p.dtype == DType::kFloat32) {
-    r.split_k = s.consumers == 2
-                    ? "none: tf32 splits only its 64x256 tiles, where they leave most SMs idle"
+    r.split_k = p.tf32_promoted ? std::string("none: 3xTF32's promoted tiles take the whole K")
+                : p.row_sum != nullptr
+                    ? std::string("none: tf32 splits no product with row sums")
+                : s.consumers == 2
+                    ? std::string("none: tf32 splits only its 64x256 tiles, where they leave most "
+                                  "SMs idle")
                     : "none: the 64x256 tiles fill half of the SMs, or K's " + str(k_tiles) +
                           " k-tiles are fewer than " + str(2 * kNarrowSplitMinKTiles) +
                           ", too short to split in two";
