@@ -353,13 +353,8 @@ def test_wgmma_forced_small_split(shape):
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": shape})
 
 
-# tf32's 64×256 tiles split along K in 2, 4 or 8 (TORCH_GEMM_WGMMA_SHAPE=1xS forced, and the plan's
-# own choice): slices left empty by a short K (their blocks add zeros), K of 1, a prime K, edge
-# tiles in M and N, C rows of 1001 elements (stored from registers), every layout (an N-major B
-# runs the transposed product, whose boxes span 64 of its columns: 8 slices store from registers),
-# a bias (it enters with the first slice), run twice for the same bits; then a batch; and all of it
-# with C from registers (TORCH_GEMM_WGMMA_STORE=registers).
-TF32_SPLIT_SCRIPT = """
+# The start of the tf32 scripts below: TF32 allowed, each shape in each layout.
+TF32_SCRIPT_HEAD = """
 import sys, torch, torch_gemm
 sys.path.insert(0, {tests!r})
 from gemm_testing import assert_close_to_reference, make_operands, generator, randn
@@ -368,6 +363,16 @@ for M, N, K in {shapes!r}:
     for layout in {layouts!r}:
         gen = generator("cuda", {tag!r}, M, N, K, layout)
         a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
+"""
+
+
+# tf32's 64×256 tiles split along K in 2, 4 or 8 (TORCH_GEMM_WGMMA_SHAPE=1xS forced, and the plan's
+# own choice): slices left empty by a short K (their blocks add zeros), K of 1, a prime K, edge
+# tiles in M and N, C rows of 1001 elements (stored from registers), every layout (an N-major B
+# runs the transposed product, whose boxes span 64 of its columns: 8 slices store from registers),
+# a bias (it enters with the first slice), run twice for the same bits; then a batch; and all of it
+# with C from registers (TORCH_GEMM_WGMMA_STORE=registers).
+TF32_SPLIT_SCRIPT = TF32_SCRIPT_HEAD + """\
         if {split!r} is not None:  # the forced split took effect
             assert torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["split_k"] == {split!r}
         out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
@@ -462,15 +467,7 @@ def test_tf32_few_rows_against_a_weight(M, N, kernel):
 # tiles in M and N with a ragged K (95 k-tiles) and C rows of 1001 elements (stored from
 # registers), a ragged 449 k-tiles, an MN-major A with C from registers, and a transposed
 # product.
-TF32_STREAM_K_SCRIPT = """
-import sys, torch, torch_gemm
-sys.path.insert(0, {tests!r})
-from gemm_testing import assert_close_to_reference, make_operands, generator, randn
-torch.backends.cuda.matmul.allow_tf32 = True
-for M, N, K in {shapes!r}:
-    for layout in {layouts!r}:
-        gen = generator("cuda", {tag!r}, M, N, K, layout)
-        a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
+TF32_STREAM_K_SCRIPT = TF32_SCRIPT_HEAD + """\
         plan = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
         assert plan["stream_k"] and plan["stream_k_turns"] == plan["turns"], plan
         assert plan["store"] == {store!r}, plan

@@ -357,25 +357,14 @@ LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
           map_a, map_b, map_c, wp, plan, stream);
     }
   }
-  if constexpr (!std::is_same_v<T, float> && kConsumers == 1 && kMmaN == kWgmmaSmallBlockN) {
-    static_assert(KernelFacts::kMaxSmallSlices == 8, "the slices instantiated below");
-    switch (plan.shape.split_k) {
-      case 2:
-        return launch_kernel<T, 1, kMmaN, kKMajorA, kKMajorB, 1, 2>(map_a, map_b, map_c, wp,
-                                                                    plan, stream);
-      case 4:
-        return launch_kernel<T, 1, kMmaN, kKMajorA, kKMajorB, 1, 4>(map_a, map_b, map_c, wp,
-                                                                    plan, stream);
-      case 8:
-        return launch_kernel<T, 1, kMmaN, kKMajorA, kKMajorB, 1, 8>(map_a, map_b, map_c, wp,
-                                                                    plan, stream);
-      default:
-        break;
-    }
-  }
-  if constexpr (std::is_same_v<T, float> && !WgmmaConfig<T, kConsumers, kMmaN>::kPromoted &&
-                kConsumers == 1 && kMmaN == kWgmmaBlockN) {
-    static_assert(KernelFacts::kMaxNarrowSlices == 8, "the slices instantiated below");
+  // One-consumer tiles split in 2, 4 or 8: 16-bit 64×128, tf32 64×256 (tf32's 128-column tiles
+  // are 3xTF32's promoted ones, which take the whole K).
+  constexpr bool kSplitsNarrow =
+      kConsumers == 1 &&
+      kMmaN == (std::is_same_v<T, float> ? kWgmmaBlockN : kWgmmaSmallBlockN);
+  if constexpr (kSplitsNarrow) {
+    static_assert(KernelFacts::kMaxSmallSlices == 8 && KernelFacts::kMaxNarrowSlices == 8,
+                  "the slices instantiated below");
     switch (plan.shape.split_k) {
       case 2:
         return launch_kernel<T, 1, kMmaN, kKMajorA, kKMajorB, 1, 2>(map_a, map_b, map_c, wp,
