@@ -646,8 +646,9 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (16, 4096, 4096, FP32, 90, True, 4096, "multistage"), # B's columns not contiguous
     (16, 4096, 4096, FP32, 80, True, 1, "multistage"),    # tf32 decode measured on sm_90 only
     (16, 4096, 4096, FP32, 90, False, 1, "multistage"),   # TF32 off
-    (64, 2048, 2048, FP32, 90, True, 1, "multistage"),    # 8: the CUDA cores were faster
-    (96, 2048, 4096, FP32, 90, True, 1, "multistage"),
+    (64, 2048, 256, FP32, 90, True, 1, "multistage"),     # 8, too short a K to split: the CUDA cores
+    (64, 2048, 2048, FP32, 90, True, 1, "wgmma_sm90"),    # 8 tiles split in 8
+    (96, 2048, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 tiles of 64x256 split in 4
     (64, 28672, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # 112: the plan's 128-row tiles
     (64, 14336, 4096, FP32, 90, True, 4096, "multistage"),  # B's columns not contiguous
     (64, 14336, 4096, FP32, 90, False, 1, "multistage"),  # TF32 off
