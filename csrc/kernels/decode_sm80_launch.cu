@@ -41,6 +41,9 @@ bool vector_loads(const GemmParams& p) {
 
 template <typename T, int kTokenTiles, int kWarpsPerColumn>
 LaunchStatus launch_plan(const GemmParams& p, const DecodePlan& plan, cudaStream_t stream) {
+  if (plan.warps_per_column != kWarpsPerColumn) {
+    return refuse("plan_decode's warps a column group are not the instantiated kernel's");
+  }
   return for_each_batch_chunk(p, kMaxGridZ, [&](const GemmParams& chunk) {
     GemmParams q = chunk;
     if (plan.splits == 1) q.workspace = nullptr;  // the kernel stores C itself

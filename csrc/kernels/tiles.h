@@ -47,7 +47,7 @@ constexpr GemvOverDecode kGemvOverDecode[] = {{1, (int64_t{1} << 24) - 1}, {2, i
 // float32) and the small weights of kGemvOverDecodeTf32.
 constexpr int64_t kDecodeMaxRowsTf32 = 32;
 constexpr int64_t kTf32DecodeMaxColumnTiles = 48;
-constexpr GemvOverDecode kGemvOverDecodeTf32[] = {{2, std::numeric_limits<int64_t>::max()},
+constexpr GemvOverDecode kGemvOverDecodeTf32[] = {{kGemvMaxRowsWide, std::numeric_limits<int64_t>::max()},
                                                   {4, int64_t{1} << 23}, {8, int64_t{1} << 20}};
 
 }  // namespace torch_gemm

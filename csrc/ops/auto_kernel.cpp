@@ -2,6 +2,7 @@
 #include "ops/auto_kernel.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -22,13 +23,23 @@ constexpr int64_t kMinWarptileTiles = 48;
 // were slower than multistage, 64 and more faster, on an H100: benchmarks/NOTES.md, session 25).
 constexpr int64_t kThreeTf32SmsPerTile = 4;
 // tf32 with 33 to 127 rows (or more columns than decode takes) against a weight (B K-major, a
-// linear's forward): wgmma_sm90 where B
-// spans at least kTf32FewRowsMinColumnTiles of its 256-column tiles: there it streamed the weight
-// faster than the CUDA cores multiply (on 64-row tiles, and on the 128-row tiles the plan takes
-// from 66 column tiles on), and with 8 or 4 column tiles it did not (benchmarks/NOTES.md,
-// sessions 25 and 31); and where its plan splits K (few 64×256 tiles), spreading the weight over
-// more SMs than the unsplit tiles measured on (not yet measured against the CUDA cores).
+// linear's forward): wgmma_sm90 where B spans at least kTf32FewRowsMinColumnTiles of its
+// 256-column tiles: there it streamed the weight faster than the CUDA cores multiply (on 64-row
+// tiles, and on the 128-row tiles the plan takes from 66 column tiles on), and with 8 or 4 column
+// tiles it did not (benchmarks/NOTES.md, sessions 25 and 31); and where its plan splits K (few
+// 64×256 tiles), spreading the weight over more SMs than the unsplit tiles measured on (not yet
+// measured against the CUDA cores).
 constexpr int64_t kTf32FewRowsMinColumnTiles = 16;
+
+// Whether a few rows against a small weight stay on gemv (one launch) by `table`'s (rows, N·K)
+// bounds rather than take decode_sm80.
+template <std::size_t kBounds>
+bool small_enough_for_gemv(const GemvOverDecode (&table)[kBounds], int64_t M, int64_t N, int64_t K) {
+  for (const GemvOverDecode& small : table) {
+    if (M <= small.rows && N * K <= small.elements) return true;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -40,9 +51,9 @@ constexpr int64_t kTf32FewRowsMinColumnTiles = 16;
 // one bf16/fp16 row before sm_80, on gemv, which streams B once where a tile would be mostly
 // empty rows; float32 with TF32 allowed on sm_90 up to 32 rows on decode_sm80's tf32 tiles
 // (kDecodeMaxRowsTf32; gemv for two rows and small weights: kGemvOverDecodeTf32), but on wgmma
-// against weights of many columns (kTf32DecodeMaxColumnTiles). bf16/fp16: the
-// tensor cores, wgmma on sm_90 at every shape (its launcher takes smaller tiles or splits K where its tiles are few, and it beat
-// mma_sm80 at every measured shape), mma.sync on other GPUs from sm_80. fp32 where torch allows
+// against weights of many columns (kTf32DecodeMaxColumnTiles). bf16/fp16: the tensor cores,
+// wgmma on sm_90 at every shape (its launcher takes smaller tiles or splits K where its tiles are
+// few, and it beat mma_sm80 at every measured shape), mma.sync on other GPUs from sm_80. fp32 where torch allows
 // TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile (there is no mma.sync
 // tf32 rung to fall back to, and the CUDA cores are several times slower), and with fewer rows,
 // past the tf32 decode, against a weight of enough 256-column tiles (kTf32FewRowsMinColumnTiles)
@@ -65,17 +76,13 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
   const bool wgmma = with_sm90a && sm == kWgmmaSm &&
                      std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
   if (sixteen_bit && weight_rows && M <= kDecodeMaxRows && sm >= kMmaMinSm) {
-    for (const GemvOverDecode& small : kGemvOverDecode) {
-      if (M <= small.rows && N * K <= small.elements) return {"gemv", AutoRule::kGemv};
-    }
+    if (small_enough_for_gemv(kGemvOverDecode, M, N, K)) return {"gemv", AutoRule::kGemv};
     if (!wgmma || plan_decode(p, p.sm_count).splits == 1) return {"decode_sm80", AutoRule::kDecodeSm80};
     return {"wgmma_sm90", AutoRule::kWgmmaDecode};
   }
   if (wgmma && dtype == DType::kFloat32 && allow_tf32 && weight_rows && M <= kDecodeMaxRowsTf32 &&
       (M <= kGemvMaxRowsWide || ceil_div(N, kWgmmaBlockN) <= kTf32DecodeMaxColumnTiles)) {
-    for (const GemvOverDecode& small : kGemvOverDecodeTf32) {
-      if (M <= small.rows && N * K <= small.elements) return {"gemv", AutoRule::kGemv};
-    }
+    if (small_enough_for_gemv(kGemvOverDecodeTf32, M, N, K)) return {"gemv", AutoRule::kGemv};
     return {"decode_sm80", AutoRule::kDecodeTf32};
   }
   const int64_t gemv_rows = sixteen_bit ? kGemvMaxRows16Bit : kGemvMaxRowsWide;
