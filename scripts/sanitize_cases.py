@@ -153,6 +153,21 @@ DEFAULT_CASES = (
     Case("wgmma tf32", "float32 with both operands K-major: the tf32 wgmma reads them as they are",
          "wgmma_sm90", 200, 264, 72, dtype="float32",
          expect={"transposed": False, "store": "tma", "tile": (64, 256)}),
+    Case("wgmma tf32 split 8", "tf32, 2 tiles of 64x256 with 256 k-tiles: each split in 8 slices "
+         "(a cluster of 8), partials added through distributed shared memory, one box a block",
+         "wgmma_sm90", 128, 256, 8192, dtype="float32", expect={"tile": (64, 256), "split_k": 8}),
+    Case("wgmma tf32 split 8 transposed", "tf32 with an N-major B: the transposed product's 4 "
+         "tiles split in 8, whose 32 owned columns are narrower than a transposed box: from "
+         "registers", "wgmma_sm90", 128, 256, 8192, dtype="float32", b_k_major=False,
+         expect={"transposed": True, "tile": (64, 256), "split_k": 8}),
+    Case("wgmma tf32 split 4 transposed", "tf32 with an N-major B: the transposed product's 16 "
+         "tiles split in 4, each block storing its two transposed boxes",
+         "wgmma_sm90", 256, 1024, 4096, dtype="float32", b_k_major=False,
+         expect={"transposed": True, "tile": (64, 256), "split_k": 4}),
+    Case("wgmma tf32 split 2 bias", "tf32 linear with a bias, 64 tiles of 64x256 split in 2: the "
+         "bias enters with the first slice",
+         "wgmma_sm90", 1000, 1000, 1000, dtype="float32", op="linear",
+         expect={"tile": (64, 256), "split_k": 2}),
     Case("wgmma bias", "linear_tiled with a bias: the bias row through shared memory in the "
          "epilogue, on paired 128x256 tiles",
          "wgmma_sm90", 1800, 3840, 320, op="linear", expect={**WIDE, "cluster": 2}),

@@ -32,8 +32,11 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     assert p["consumers"] == tile[0] // 64
     assert split in (1, 2, 4, 8) and cluster in (1, 2)
     if split > 1:
-        assert sixteen_bit and cluster == 1, p
-        assert tile == (64, 128) or (tile == (128, 256) and split == 2), p
+        assert cluster == 1, p
+        if sixteen_bit:
+            assert tile == (64, 128) or (tile == (128, 256) and split == 2), p
+        else:
+            assert tile == (64, 256) and not row_sum, p
     if tile == (128, 192):
         assert split == 1, p
     if p["stream_k"]:
@@ -217,6 +220,7 @@ def test_tf32_one_row_takes_stream_k_over_every_turn_on_request(M, N, K):
     assert tuple(p["tile"]) == (64, 256) and p["cluster"] == 1 and p["split_k"] == 1
     assert p["stream_k"] and p["stream_k_turns"] == p["turns"] and p["grid"] == SMS
     assert "every one of" in p["why"]["stream_k"] and p["why"]["tile"].startswith("64x256")
+    assert "split in" not in p["why"]["tile"]
     assert p["workspace_bytes"] >= SMS * 64 * 256 * 4
     assert_supported(p, FP32)
 
@@ -284,8 +288,55 @@ def test_short_k_splits_less():
 
 
 def test_few_tiles_in_tf32_take_64x256_tiles():
+    # 1000×1000×1000: 32 tiles of 128x256 leave most SMs idle; the 64 of 64x256 fill half a wave
+    # of pairs of blocks, so each is split in two (32 k-tiles: slices of 16).
     p = plan(1000, 1000, 1000, dtype=FP32)
-    assert tuple(p["tile"]) == (64, 256) and p["split_k"] == 1
+    assert tuple(p["tile"]) == (64, 256) and p["split_k"] == 2 and p["cluster"] == 1
+    assert_supported(p, FP32)
+
+
+# tf32 has no 128-column tiles: its 64x256 tiles split along K in 2, 4 or 8 where they leave half
+# the SMs idle, as many slices as one wave of clusters takes (66 pairs, 28 of 4, 14 of 8 on 132
+# SMs) with 8 k-tiles (of 32 floats) or more each.
+@pytest.mark.parametrize("M, N, K, split", [
+    (128, 256, 8192, 8),     # 2 tiles, 256 k-tiles
+    (256, 1024, 4096, 4),    # 16 tiles
+    (512, 1024, 4096, 2),    # 32 tiles
+    (64, 2048, 8192, 8),     # 8 tiles
+    (16, 4096, 4096, 4),     # 16 tiles, 128 k-tiles (14 clusters of 8 hold fewer)
+    (128, 256, 500, 2),      # 16 k-tiles: two slices of 8
+    (128, 256, 400, 1),      # 13 k-tiles: too short to split
+    (1000, 1000, 1000, 2),
+])
+def test_few_tf32_tiles_split_k(M, N, K, split):
+    p = plan(M, N, K, dtype=FP32)
+    assert tuple(p["tile"]) == (64, 256) and p["split_k"] == split, p
+    if split > 1:
+        assert p["cluster"] == 1 and f"{split} slices of K" in p["why"]["split_k"]
+        assert "split in" in p["why"]["tile"]
+        assert p["grid"] == p["turns"] * split
+    else:
+        assert "too short to split" in p["why"]["split_k"]
+    assert_supported(p, FP32)
+
+
+def test_tf32_split_transposed_in_8_stores_from_registers():
+    # An N-major B: the transposed product 256x128 has 4 tiles, split in 8; each slice owns 32
+    # columns, fewer than a transposed box's 64.
+    p = plan(128, 256, 8192, dtype=FP32, b_strides=[256, 1])
+    assert p["transposed"] and p["split_k"] == 8 and p["store"] == "registers"
+    assert "K slices owns 32 columns" in p["why"]["store"]
+    p = plan(256, 1024, 4096, dtype=FP32, b_strides=[1024, 1])
+    assert p["transposed"] and p["split_k"] == 4 and p["store"] == "tma_transposed"
+
+
+def test_tf32_split_not_on_many_tiles_nor_3xtf32_nor_forced_unsplit():
+    assert plan(4096, 4096, 4096, dtype=FP32)["split_k"] == 1  # 128x256 tiles fill the SMs
+    assert plan(256, 1024, 4096, dtype=FP32, shape="1x1")["split_k"] == 1
+    p = plan(256, 1024, 4096, dtype=FP32, shape="1x8")
+    assert p["split_k"] == 8 and "forced" in p["why"]["tile"]
+    assert plan(256, 1024, 4096, dtype=BF16, shape="1x8") == plan(256, 1024, 4096, dtype=BF16)  # tf32's
+    assert plan(256, 1024, 4096, dtype=FP32, shape="1x4x128")["split_k"] == 1  # 16-bit's 128 columns
 
 
 def test_128x128_where_64x128_tiles_would_not_fit_in_a_wave():
@@ -595,8 +646,9 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (16, 4096, 4096, FP32, 90, True, 4096, "multistage"), # B's columns not contiguous
     (16, 4096, 4096, FP32, 80, True, 1, "multistage"),    # tf32 decode measured on sm_90 only
     (16, 4096, 4096, FP32, 90, False, 1, "multistage"),   # TF32 off
-    (64, 2048, 2048, FP32, 90, True, 1, "multistage"),    # 8: the CUDA cores were faster
-    (96, 2048, 4096, FP32, 90, True, 1, "multistage"),
+    (64, 2048, 256, FP32, 90, True, 1, "multistage"),     # 8, too short a K to split: the CUDA cores
+    (64, 2048, 2048, FP32, 90, True, 1, "wgmma_sm90"),    # 8 tiles split in 8
+    (96, 2048, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 tiles of 64x256 split in 4
     (64, 28672, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # 112: the plan's 128-row tiles
     (64, 14336, 4096, FP32, 90, True, 4096, "multistage"),  # B's columns not contiguous
     (64, 14336, 4096, FP32, 90, False, 1, "multistage"),  # TF32 off

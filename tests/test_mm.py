@@ -353,6 +353,68 @@ def test_wgmma_forced_small_split(shape):
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": shape})
 
 
+# The start of the tf32 scripts below: TF32 allowed, each shape in each layout.
+TF32_SCRIPT_HEAD = """
+import sys, torch, torch_gemm
+sys.path.insert(0, {tests!r})
+from gemm_testing import assert_close_to_reference, make_operands, generator, randn
+torch.backends.cuda.matmul.allow_tf32 = True
+for M, N, K in {shapes!r}:
+    for layout in {layouts!r}:
+        gen = generator("cuda", {tag!r}, M, N, K, layout)
+        a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
+"""
+
+
+# tf32's 64×256 tiles split along K in 2, 4 or 8 (TORCH_GEMM_WGMMA_SHAPE=1xS forced, and the plan's
+# own choice): slices left empty by a short K (their blocks add zeros), K of 1, a prime K, edge
+# tiles in M and N, C rows of 1001 elements (stored from registers), every layout (an N-major B
+# runs the transposed product, whose boxes span 64 of its columns: 8 slices store from registers),
+# a bias (it enters with the first slice), run twice for the same bits; then a batch; and all of it
+# with C from registers (TORCH_GEMM_WGMMA_STORE=registers).
+TF32_SPLIT_SCRIPT = TF32_SCRIPT_HEAD + """\
+        if {split!r} is not None:  # the forced split took effect
+            assert torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["split_k"] == {split!r}
+        out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
+        assert_close_to_reference(out, a, b)
+        assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"))
+        bias = randn((N,), torch.float32, "cuda", gen)
+        assert_close_to_reference(torch_gemm.linear_tiled(a, b.t(), bias, kernel="wgmma_sm90"), a, b, bias)
+gen = generator("cuda", {tag!r}, "bmm")
+x, w = randn((3, 64, 1024), torch.float32, "cuda", gen), randn((3, 512, 1024), torch.float32, "cuda", gen)
+out = torch_gemm.bmm_tiled(x, w.transpose(1, 2), kernel="wgmma_sm90")
+for z in range(3):
+    assert_close_to_reference(out[z], x[z], w[z].t())
+print("ok")
+"""
+TF32_SPLIT_SHAPES = [(70, 300, 100), (5, 129, 1), (64, 256, 131), (130, 1000, 577), (200, 1001, 2050)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape", ["1x2", "1x4", "1x8"])
+@pytest.mark.parametrize("store", ["tma", "registers"])
+def test_wgmma_tf32_split(shape, store):
+    env = {"TORCH_GEMM_WGMMA_SHAPE": shape}
+    if store == "registers":
+        env["TORCH_GEMM_WGMMA_STORE"] = "registers"
+    script = TF32_SPLIT_SCRIPT.replace("{split!r}", repr(int(shape[-1])))
+    check_wgmma_under_env(f"tf32_split {shape} {store}", TF32_SPLIT_SHAPES, LAYOUTS, env, script)
+
+
+# The plan's own tf32 split (no override): on 132 SMs 8 slices of 2 tiles, 4 of 16, 2 of 64 (1000³).
+@requires_cuda
+def test_wgmma_tf32_split_by_the_plan():
+    skip_unless_wgmma()
+    shapes = [(128, 256, 8192), (256, 1024, 4096), (1000, 1000, 1000)]
+    if torch.cuda.get_device_properties(0).multi_processor_count == 132:
+        with tf32_allowed(True):
+            for (M, N, K), split in zip(shapes, (8, 4, 2)):
+                a, b = torch.empty(M, K, device="cuda"), torch.empty(K, N, device="cuda")
+                assert torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["split_k"] == split
+    script = TF32_SPLIT_SCRIPT.replace("{split!r}", "None")
+    check_wgmma_under_env("tf32_split_plan", shapes, ["contiguous", "b_t"], {}, script)
+
+
 # 128×192 tiles forced (TORCH_GEMM_WGMMA_SHAPE=2x1x192) onto shapes the plan gives other tiles,
 # every layout: a single tile, K of 1, edge tiles in M and N, C rows of 1001 elements (one short
 # wave: single blocks); one paired wave (1000×1001×2048; an N-major B in 2 boxes and 1); 704
@@ -376,7 +438,8 @@ def test_wgmma_forced_wide_split():
 
 # tf32 with few rows against a weight: decode_sm80's tf32 tiles from 3 to 32 rows (gemv for two
 # rows and small weights), wgmma_sm90 past 32 rows or against many columns (and the CUDA cores with
-# TF32 off, or with too few column tiles for wgmma); an odd K, at TF32's bound.
+# TF32 off, or with too few column tiles for wgmma and too short a K to split); an odd K, at TF32's
+# bound.
 @requires_cuda
 @pytest.mark.parametrize("M, N, kernel", [
     (2, 4100, "gemv"), (3, 4100, "gemv"), (8, 4100, "decode_sm80"), (16, 4100, "decode_sm80"),
@@ -389,8 +452,8 @@ def test_tf32_few_rows_against_a_weight(M, N, kernel):
     x, w = randn((M, 516), torch.float32, "cuda", gen), randn((N, 516), torch.float32, "cuda", gen)
     with tf32_allowed(True):
         assert torch_gemm.explain(x, w.t())["kernel"] == kernel
-        if M > 32:
-            assert torch_gemm.explain(x, w[:2000].t())["kernel"] == "multistage"  # 8 column tiles
+        if M > 32:  # 8 column tiles of 8 k-tiles, too few to split: the CUDA cores
+            assert torch_gemm.explain(x[:, :256], w[:2000, :256].t())["kernel"] == "multistage"
         assert_close_to_reference(torch_gemm.linear_tiled(x, w), x, w.t())
         odd_k = x[:, :515], w[:, :515]  # no 16-byte vectors: decode_sm80 hands it to gemv
         assert_close_to_reference(torch_gemm.linear_tiled(*odd_k), odd_k[0], odd_k[1].t())
@@ -405,15 +468,7 @@ def test_tf32_few_rows_against_a_weight(M, N, kernel):
 # tiles in M and N with a ragged K (95 k-tiles) and C rows of 1001 elements (stored from
 # registers), a ragged 449 k-tiles, an MN-major A with C from registers, and a transposed
 # product.
-TF32_STREAM_K_SCRIPT = """
-import sys, torch, torch_gemm
-sys.path.insert(0, {tests!r})
-from gemm_testing import assert_close_to_reference, make_operands, generator, randn
-torch.backends.cuda.matmul.allow_tf32 = True
-for M, N, K in {shapes!r}:
-    for layout in {layouts!r}:
-        gen = generator("cuda", {tag!r}, M, N, K, layout)
-        a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
+TF32_STREAM_K_SCRIPT = TF32_SCRIPT_HEAD + """\
         plan = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
         assert plan["stream_k"] and plan["stream_k_turns"] == plan["turns"], plan
         assert plan["store"] == {store!r}, plan

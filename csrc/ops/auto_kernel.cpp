@@ -26,7 +26,9 @@ constexpr int64_t kThreeTf32SmsPerTile = 4;
 // linear's forward): wgmma_sm90 where B spans at least kTf32FewRowsMinColumnTiles of its
 // 256-column tiles: there it streamed the weight faster than the CUDA cores multiply (on 64-row
 // tiles, and on the 128-row tiles the plan takes from 66 column tiles on), and with 8 or 4 column
-// tiles it did not (benchmarks/NOTES.md, sessions 25 and 31).
+// tiles it did not (benchmarks/NOTES.md, sessions 25 and 31); and where its plan splits K (few
+// 64×256 tiles), spreading the weight over more SMs than the unsplit tiles measured on (not yet
+// measured against the CUDA cores).
 constexpr int64_t kTf32FewRowsMinColumnTiles = 16;
 
 // Whether a few rows against a small weight stay on gemv (one launch) by `table`'s (rows, N·K)
@@ -54,7 +56,8 @@ bool small_enough_for_gemv(const GemvOverDecode (&table)[kBounds], int64_t M, in
 // few, and it beat mma_sm80 at every measured shape), mma.sync on other GPUs from sm_80. fp32 where torch allows
 // TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile (there is no mma.sync
 // tf32 rung to fall back to, and the CUDA cores are several times slower), and with fewer rows,
-// past the tf32 decode, against a weight of enough 256-column tiles (kTf32FewRowsMinColumnTiles);
+// past the tf32 decode, against a weight of enough 256-column tiles (kTf32FewRowsMinColumnTiles)
+// or whose tiles the plan splits along K;
 // with TF32 off but
 // 3xTF32 opted into, the same shapes on wgmma_sm90_3xtf32 (float32's accuracy) where its 128x128
 // tiles outnumber a quarter of the SMs (fewer, and its split pass and idle SMs cost more than the
@@ -91,7 +94,8 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
   if (wgmma && dtype == DType::kFloat32 && (allow_tf32 || three_tf32)) {
     // The tiles wgmma_sm90's plan would take, and count (over the batch), for this product.
     const sm90::Shape shape = sm90::choose_shape(p, p.sm_count, sm90::Overrides{});
-    if (allow_tf32 && weight_rows && M < kWgmmaBlockM && shape.wide_tiles >= kTf32FewRowsMinColumnTiles) {
+    if (allow_tf32 && weight_rows && M < kWgmmaBlockM &&
+        (shape.wide_tiles >= kTf32FewRowsMinColumnTiles || shape.split_k > 1)) {
       return {"wgmma_sm90", AutoRule::kWgmmaTf32FewRows};
     }
     if (!allow_tf32 && std::min(M, N) >= kWgmmaBlockM &&
@@ -132,8 +136,8 @@ const char* describe_auto_choice(AutoRule rule) {
       "tiles, split-K or stream-K where 128x256 tiles are few)",
       "float32 with TF32 allowed on compute capability 9.0, M and N at least 128: wgmma in tf32",
       "float32 with TF32 allowed on compute capability 9.0, fewer than 128 rows of A against a B "
-      "with contiguous columns (a linear's weight) of at least 16 256-column tiles, past what the "
-      "tf32 decode takes: wgmma in tf32, "
+      "with contiguous columns (a linear's weight) of at least 16 256-column tiles, or whose "
+      "64x256 tiles the plan splits along K, past what the tf32 decode takes: wgmma in tf32, "
       "which streams B faster than the CUDA cores multiply",
       "float32 with TF32 off and torch_gemm's float32 precision set to '3xtf32', on compute "
       "capability 9.0, M and N at least 128 and more 128x128 tiles than a quarter of the SMs: "

@@ -331,6 +331,36 @@ class Epilogue {
       // Owned columns narrower than a box (a 64×128 tile split in 4 or 8): from registers, a
       // tile of at most 64 rows whose stores are a small part of its time.
       store_accumulators<Config, T, kPermuted, kSplitK>(p, d, z, row0, n0, split);
+    } else if constexpr (kSplitK > 1 && Config::kTf32) {
+      // fp32 C of a split 64×256 tile: the owned boxes (kBlockN / kSplitK columns), through the
+      // ring at once. Unrolled over the owners so that d is indexed with constants. A transposed
+      // C's boxes span 64 of the product's columns: owned columns narrower than that (8 slices)
+      // leave from registers.
+      constexpr int kOwnedBoxes = Config::kBoxesPerTile / kSplitK;
+      constexpr int kHalves = Config::kMmaM / Config::kBoxCols;
+      if (!p.tma_store || (p.c_transposed && kOwnedBoxes % kHalves != 0)) {
+        store_accumulators<Config, T, kPermuted, kSplitK>(p, d, z, row0, n0, split);
+      } else if (p.c_transposed) {
+        if constexpr (kOwnedBoxes % kHalves == 0) {
+#pragma unroll
+          for (int owner = 0; owner < kSplitK; ++owner) {
+            if (owner != static_cast<int>(split)) continue;
+            store_round<Config, true, kOwnedBoxes>(
+                map_c_, ring_addr_, ring_, consumer_, leader_, owner, z, row0, n0,
+                [&](int box, uint32_t box_addr) {
+                  fill_box_fp32_transposed<Config, kPermuted>(d, box, box_addr);
+                });
+          }
+        }
+      } else {
+#pragma unroll
+        for (int owner = 0; owner < kSplitK; ++owner) {
+          if (owner != static_cast<int>(split)) continue;
+          store_round<Config, false, kOwnedBoxes>(
+              map_c_, ring_addr_, ring_, consumer_, leader_, owner, z, row0, n0,
+              [&](int box, uint32_t box_addr) { fill_box_fp32<Config, kPermuted>(d, box, box_addr); });
+        }
+      }
     } else if constexpr (kSplitK > 1) {
       // Sums of the owned columns (a 1/kSplitK share of the boxes), stored at once.
       if (!p.tma_store) {

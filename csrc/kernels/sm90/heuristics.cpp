@@ -81,6 +81,12 @@ int64_t resident_split_clusters(int64_t sms, int split) {
   return split == 2 ? sms / 2 : sms / split * kResidentEighths / 8;
 }
 
+// tf32 (not 3xTF32's promoted tiles) has no 128-column tiles: where its 64×256 tiles leave most
+// SMs idle, each is split along K like the 16-bit 64×128 ones, in 2, 4 or 8 slices as fit in one
+// wave of clusters with at least this many k-tiles (of 32 floats) each. Without it, 128 rows
+// against 256 columns ran on 2 SMs at 0.17 of torch (H100, tf32 grid, session 31).
+constexpr int64_t kNarrowSplitMinKTiles = 8;
+
 // Row sums are fused where the tile columns give at least this many slices of K: a tile's slice
 // then moves at most 1/8 of the bytes of A its product reads, which two warps' loads keep up with.
 // Otherwise row_sum_slices_kernel takes them before the product, in slices enough for about
@@ -103,6 +109,21 @@ bool sixteen_bit(const GemmParams& p) {
 // Split K and 128-column tiles: 16-bit products without fused row sums (whose slices follow
 // 256-column tiles).
 bool can_split(const GemmParams& p) { return p.dtype != DType::kFloat32 && p.row_sum == nullptr; }
+
+// tf32's own split: 64×256 tiles, not 3xTF32's promoted ones, without row sums.
+bool tf32_can_split(const GemmParams& p) {
+  return p.dtype == DType::kFloat32 && !p.tf32_promoted && p.row_sum == nullptr;
+}
+
+// The overrides as they apply to p: 1xS (64×256 tiles in S slices of K) is tf32's alone, and for
+// other products ignored, as an invalid shape is.
+Overrides effective_overrides(const GemmParams& p, const Overrides& given) {
+  Overrides o = given;
+  if (o.consumers == 1 && o.block_n == kWgmmaBlockN && o.split_k > 1 && !tf32_can_split(p)) {
+    o.consumers = 0, o.split_k = 0;
+  }
+  return o;
+}
 
 RowSumPlan plan_row_sum(const GemmParams& p) {
   RowSumPlan plan;
@@ -217,7 +238,10 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
                       (consumers == 2 && split_k == 1));
   const bool split = split_k == F::kSplitSlices && consumers == 2 && block_n == kWgmmaBlockN;
   const bool mid = block_n == kWgmmaMidBlockN && consumers == 2 && split_k == 1;
-  if (fields >= 2 && (consumers == 1 || consumers == 2) && (split_k == 1 || split || small) &&
+  const bool narrow_split = block_n == kWgmmaBlockN && consumers == 1 &&
+                            (split_k == 2 || split_k == 4 || split_k == F::kMaxNarrowSlices);
+  if (fields >= 2 && (consumers == 1 || consumers == 2) &&
+      (split_k == 1 || split || small || narrow_split) &&
       (block_n == kWgmmaBlockN || small || mid)) {
     o.consumers = consumers, o.split_k = split_k, o.block_n = block_n;
   }
@@ -247,9 +271,12 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // with a long K and few tiles take 128×128 tiles with stream-K over every turn
 // (kMediumStreamKMinKTiles). 16-bit products of at most 64 rows never take half-empty 128-row
 // tiles: 64×256 where the 64×128 ones would not fit in one wave. Two-consumer tiles in 3 tile
-// rows (128×128 ones up to 7) run unpaired (kOddRowsUnpairedMax). (Measurements:
-// benchmarks/NOTES.md.)
-Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
+// rows (128×128 ones up to 7) run unpaired (kOddRowsUnpairedMax). tf32, which has no 128-column
+// tiles, splits its 64×256 tiles along K likewise where they leave half the SMs idle
+// (kNarrowSplitMinKTiles). (Measurements: benchmarks/NOTES.md.)
+Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
+  const bool tf32_splittable = tf32_can_split(p);
+  const Overrides o = effective_overrides(p, given);
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
   Shape shape;
@@ -362,6 +389,16 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
       }
     }
   }
+  if (tf32_splittable && shape.consumers == 1) {
+    const int64_t narrow_tiles = narrow_m * tiles_n * p.batch;
+    const auto fits = [&](int split) {
+      return narrow_tiles <= resident_split_clusters(sms, split) &&
+             k_tiles >= split * kNarrowSplitMinKTiles;
+    };
+    int split = 1;
+    while (split < F::kMaxNarrowSlices && fits(split * 2)) split *= 2;
+    if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kNarrowSplit;
+  }
   shape.stream_k_keeps_wide = narrower_kept_out && shape.tile_rule == TileRule::kWide;
   Shape medium_shape = shape;
   medium_shape.consumers = 2, medium_shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
@@ -387,6 +424,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
     shape.block_n = static_cast<int>(kWgmmaBlockN);
     shape.split_k = 1, shape.stream_k_all = false;
     if (splittable) shape.split_k = o.split_k, shape.block_n = o.block_n;
+    if (tf32_splittable && o.consumers == 1 && o.block_n == kWgmmaBlockN) shape.split_k = o.split_k;  // 1xS
     shape.tile_rule = TileRule::kForced;
   }
   // Stream-K over every turn where TORCH_GEMM_WGMMA_STREAM_K=3 asks: on one row of 64×128
@@ -413,7 +451,9 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o) {
        ((splittable && every_turn_tiles) || tf32_one_row) && deals_every_turn(shape))) {
     shape.split_k = 1, shape.stream_k_all = true;
     if (splittable && shape.consumers == 1 && shape.tile_rule != TileRule::kForced) {
-      shape.tile_rule = TileRule::kSmallStreamK;  // 64×128 (tf32 keeps its 64×256 rule)
+      shape.tile_rule = TileRule::kSmallStreamK;  // 64×128
+    } else if (shape.tile_rule == TileRule::kNarrowSplit) {
+      shape.tile_rule = TileRule::kNarrow;  // tf32's 64×256, dealt out instead of split
     }
   }
   shape.cluster_rule = cluster_rule_of(shape);
@@ -513,6 +553,16 @@ ThreeTf32Plan plan_3xtf32(const GemmParams& p, char* base) {
   return plan;
 }
 
+namespace {
+
+// A transposed box spans kWgmmaNarrowBlockM (64) of the product's columns: a tile's K slices each
+// own whole ones up to 4 slices of 256 columns; 8 slices own 32 columns, which leave from registers.
+bool owns_transposed_boxes(const Shape& s) {
+  return s.split_k * kWgmmaNarrowBlockM <= s.block_n;
+}
+
+}  // namespace
+
 Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
   Plan plan;
   plan.transposed = runs_transposed(caller);
@@ -523,7 +573,8 @@ Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
   // C goes through TMA as the product's C where TMA can address that, else (transposed, fp32
   // only) as the caller's C, its boxes filled transposed.
   const bool product_store = o.tma_store && tma_store_ok(p);
-  plan.store_transposed = plan.transposed && !product_store && o.tma_store && tma_store_ok(caller);
+  plan.store_transposed = plan.transposed && !product_store && o.tma_store &&
+                          tma_store_ok(caller) && owns_transposed_boxes(plan.shape);
   plan.tma_store = product_store || plan.store_transposed;
   plan.tiles_m = ceil_div(p.M, plan.shape.block_m());
   plan.tiles_n = ceil_div(p.N, plan.shape.block_n);
@@ -641,11 +692,12 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
 }  // namespace
 
 Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& grid,
-                     const Overrides& o) {
+                     const Overrides& given) {
   struct {
     std::string transposed, a, b, store, tile, cluster, split_k, stream_k, row_sum, grid;
   } r;
   const GemmParams& p = plan.problem;
+  const Overrides o = effective_overrides(p, given);
   const Shape& s = plan.shape;
   const int64_t e = dtype_size(p.dtype);
   const bool batched = p.batch > 1;
@@ -676,6 +728,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
               "16-byte aligned rows";
   } else if (!o.tma_store) {
     r.store = "from registers, edges masked: forced by TORCH_GEMM_WGMMA_STORE=registers";
+  } else if (plan.transposed && !owns_transposed_boxes(plan.shape)) {
+    r.store = "from registers, edges masked: each of the transposed product's " +
+              std::to_string(plan.shape.split_k) + " K slices owns " +
+              std::to_string(plan.shape.block_n / plan.shape.split_k) +
+              " columns, fewer than a transposed box's " + std::to_string(kWgmmaNarrowBlockM);
   } else {
     r.store = "from registers, edges masked: TMA cannot address C (no unit column stride, or rows "
               "not 16-byte aligned)";
@@ -715,6 +772,16 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
         r.tile += p.dtype == DType::kFloat32 ? " (tf32's 128-column tiles are 3xTF32's alone)"
                                              : " (fused row sums follow 256-column tiles)";
       }
+      break;
+    case TileRule::kNarrowSplit:
+      r.tile = "64x256 split in " + str(s.split_k) + " along K, one consumer warpgroup: " + wide +
+               " would leave more than " + half + " idle, tf32 has no 128-column tiles (3xTF32's "
+               "alone), and the " +
+               str(ceil_div(p.M, kWgmmaNarrowBlockM) * ceil_div(p.N, kWgmmaBlockN) * p.batch) +
+               " tiles of 64x256 leave half of the SMs idle; " + str(s.split_k) +
+               " slices are as many as one wave of clusters takes (about 7/8 of " + str(sms) +
+               " / " + str(s.split_k) + " resident) with at least " + str(kNarrowSplitMinKTiles) +
+               " k-tiles each";
       break;
     case TileRule::kOneRowNarrow:
       r.tile = "64x256, one consumer warpgroup: " + no_wide +
@@ -801,7 +868,15 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   } else if (s.tile_rule == TileRule::kForced) {
     r.split_k = "none: forced by TORCH_GEMM_WGMMA_SHAPE";
   } else if (p.dtype == DType::kFloat32) {
-    r.split_k = "none: tf32 does not split K";
+    r.split_k = p.tf32_promoted ? std::string("none: 3xTF32's promoted tiles take the whole K")
+                : p.row_sum != nullptr
+                    ? std::string("none: tf32 splits no product with row sums")
+                : s.consumers == 2
+                    ? std::string("none: tf32 splits only its 64x256 tiles, where they leave most "
+                                  "SMs idle")
+                    : "none: the 64x256 tiles fill half of the SMs, or K's " + str(k_tiles) +
+                          " k-tiles are fewer than " + str(2 * kNarrowSplitMinKTiles) +
+                          ", too short to split in two";
   } else if (p.row_sum != nullptr) {
     r.split_k = "none: fused row sums follow whole tiles";
   } else if (s.tile_rule == TileRule::kSmall) {

@@ -22,6 +22,7 @@ struct KernelFacts {
   static constexpr int64_t kKTileBytes = 128;  // a k-tile is one 128-byte swizzled row of K
   static constexpr int kSplitSlices = 2;       // K slices of a split 128×256 tile
   static constexpr int kMaxSmallSlices = 8;    // of a split 64×128 tile: 2, 4 or 8 (a cluster)
+  static constexpr int kMaxNarrowSlices = 8;   // of a split tf32 64×256 tile: 2, 4 or 8
   static constexpr int64_t kRowSumSliceAlign = 64;   // row_sum.cuh's kRowSumSliceAlign
   static constexpr int64_t kRowSumWarps = 2;         // row_sum.cuh's kRowSumWarps
   static constexpr int64_t kRowSumRowsPerWarp = 64;  // row_sum_slices_kernel: 128 rows a block
@@ -31,8 +32,9 @@ struct KernelFacts {
 // per process and passes them in, so that the plan depends on its arguments alone.
 struct Overrides {
   // TORCH_GEMM_WGMMA_SHAPE=CxS[xN]: C consumer warpgroups (1: 64-row tiles, 2: 128-row), S slices
-  // of K (1; 2 with 2x2; 2, 4 or 8 with 1xSx128) and N columns a tile (256; 128: 1xSx128 and
-  // 2x1x128; 192: 2x1x192); split K and 128 or 192 columns take 16-bit products without row sums.
+  // of K (1; 2 with 2x2; 2, 4 or 8 with 1xSx128, and for tf32 with 1xS) and N columns a tile (256;
+  // 128: 1xSx128 and 2x1x128; 192: 2x1x192); split K and 128 or 192 columns take 16-bit products
+  // without row sums, 1xS tf32 ones without.
   // consumers 0: unset, the plan chooses.
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
   bool clusters = true;    // TORCH_GEMM_WGMMA_CLUSTER=1: no pairs sharing B
@@ -54,13 +56,14 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 
 // Which rule set the tile and the clusters (for explain's reasons).
 enum class TileRule {
-  kWide, kNarrow, kOneRowNarrow, kSmall, kSmallSplit, kSmallStreamK, kMedium, kMediumStreamK,
-  kMid, kForced, kPromoted
+  kWide, kNarrow, kNarrowSplit, kOneRowNarrow, kSmall, kSmallSplit, kSmallStreamK, kMedium,
+  kMediumStreamK, kMid, kForced, kPromoted
 };
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows };
 
 // How a product is spread over the blocks: the tile (consumers × 64 rows, block_n columns),
-// pairs of blocks sharing B (clusters), or split_k slices of K per 128×256 or 64×128 tile.
+// pairs of blocks sharing B (clusters), or split_k slices of K per 128×256 or 64×128 tile (tf32:
+// 64×256).
 struct Shape {
   int consumers = 2;
   int block_n = static_cast<int>(kWgmmaBlockN);  // or kWgmmaSmallBlockN, kWgmmaMidBlockN (16-bit)
@@ -92,7 +95,7 @@ struct Shape {
 };
 
 // The tile, K slices and clusters of a product on `sms` multiprocessors.
-Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& o);
+Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given);
 
 // One operand seen as (batch, X, K), X being M for A and N for B, and how the kernel reads it.
 struct OperandPlan {

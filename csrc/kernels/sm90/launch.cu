@@ -345,7 +345,7 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
 }
 
 // The kernel for the plan's clusters and K slices (split-K: 16-bit, 128×256 tiles in two
-// slices, 64×128 tiles in 2, 4 or 8; 128×192 tiles unsplit).
+// slices, 64×128 tiles in 2, 4 or 8; tf32, 64×256 tiles in 2, 4 or 8; 128×192 tiles unsplit).
 template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB>
 LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
                            const CUtensorMap& map_c, const WgmmaParams& wp, const sm90::Plan& plan,
@@ -357,8 +357,14 @@ LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
           map_a, map_b, map_c, wp, plan, stream);
     }
   }
-  if constexpr (!std::is_same_v<T, float> && kConsumers == 1 && kMmaN == kWgmmaSmallBlockN) {
-    static_assert(KernelFacts::kMaxSmallSlices == 8, "the slices instantiated below");
+  // One-consumer tiles split in 2, 4 or 8: 16-bit 64×128, tf32 64×256 (tf32's 128-column tiles
+  // are 3xTF32's promoted ones, which take the whole K).
+  constexpr bool kSplitsNarrow =
+      kConsumers == 1 &&
+      kMmaN == (std::is_same_v<T, float> ? kWgmmaBlockN : kWgmmaSmallBlockN);
+  if constexpr (kSplitsNarrow) {
+    static_assert(KernelFacts::kMaxSmallSlices == 8 && KernelFacts::kMaxNarrowSlices == 8,
+                  "the slices instantiated below");
     switch (plan.shape.split_k) {
       case 2:
         return launch_kernel<T, 1, kMmaN, kKMajorA, kKMajorB, 1, 2>(map_a, map_b, map_c, wp,
