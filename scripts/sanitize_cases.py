@@ -266,6 +266,11 @@ GROUPS = (
              "tiles of 128x256 in 8 pair turns of 64 k-tiles, all dealt out as k-tiles to the "
              "resident pairs, partials in the workspace",
              "wgmma_sm90", 256, 2048, 4096, expect={**WIDE, "cluster": 2, "stream_k": True}),
+        Case("wgmma tf32 128x256 stream-K every tile", "the same in tf32, A MN-major (through "
+             "registers): 16 tiles of 128 k-tiles, single blocks (tf32 pairs no short wave), "
+             "dealt out to every SM",
+             "wgmma_sm90", 256, 2048, 4096, dtype="float32", a_k_major=False,
+             expect={**WIDE, "cluster": 1, "stream_k": True}),
     )),
     Group("wgmma_stream_k_all_medium", {"TORCH_GEMM_WGMMA_SHAPE": "2x1x128", "TORCH_GEMM_WGMMA_STREAM_K": "3"}, (
         Case("wgmma 128x128 stream-K every tile", "TORCH_GEMM_WGMMA_SHAPE=2x1x128 and STREAM_K=3: 2x16 "
@@ -278,6 +283,9 @@ GROUPS = (
         Case("wgmma stream-K", "225 tiles of 128x256 in 113 pair turns over 16 resident clusters: "
              "the last 8 turns are dealt out as k-tiles, partial sums meeting in the workspace",
              "wgmma_sm90", 1800, 3840, 320, expect={**WIDE, "cluster": 2, "stream_k": True}),
+        Case("wgmma tf32 stream-K", "the same in tf32 (10 k-tiles of 32 floats a turn)",
+             "wgmma_sm90", 1800, 3840, 320, dtype="float32",
+             expect={**WIDE, "cluster": 2, "stream_k": True}),
     )),
 )
 # The paths the list must reach: removing the last case of one fails tests/test_sanitize_cases.py.

@@ -42,14 +42,15 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     if p["stream_k"]:
         assert split == 1 and p["stream_k_turns"] > 0, p
         assert p["stream_k_turns"] <= p["turns"]
-        # 16-bit: 128x256 tiles; or, every turn dealt out, 128x128 tiles or one row of unpaired
-        # 64x128 tiles. tf32: every turn of one row of unpaired 64x256 tiles.
+        # 128x256 tiles; or, every turn dealt out, 16-bit 128x128 tiles or one row of unpaired
+        # 64x128 tiles, tf32 one row of unpaired 64x256 tiles.
         every_turn = p["stream_k_turns"] == p["turns"]
         if sixteen_bit:
             assert tile == (128, 256) or (tile == (128, 128) and every_turn) or (
                 tile == (64, 128) and p["M"] <= 64 and cluster == 1 and every_turn), p
         else:
-            assert tile == (64, 256) and p["M"] <= 64 and cluster == 1 and every_turn, p
+            assert tile == (128, 256) or (
+                tile == (64, 256) and p["M"] <= 64 and cluster == 1 and every_turn), p
     if row_sum:
         assert tile[1] == 256 and split == 1, p
     if dtype == FP32:
@@ -227,6 +228,24 @@ def test_tf32_one_row_takes_stream_k_over_every_turn_on_request(M, N, K):
 
 def test_tf32_stream_k_not_on_two_rows():
     assert not plan(100, 4096, 4096, dtype=FP32, stream_k="3", max_active_clusters=66)["stream_k"]
+
+
+# tf32's 128x256 tiles take stream-K over a partial last round as the 16-bit ones do (80 pair
+# turns on 66 resident pairs: the last 14, of 896 k-tiles); every turn under
+# TORCH_GEMM_WGMMA_STREAM_K=3 with the shape forced; never 3xTF32's promoted tiles.
+def test_tf32_128x256_tiles_take_stream_k():
+    p = plan(2048, 2560, 28672, dtype=FP32, max_active_clusters=66)
+    assert tuple(p["tile"]) == (128, 256) and p["cluster"] == 2 and p["stream_k_turns"] == 14, p
+    assert "the last 14 turns" in p["why"]["stream_k"]
+    assert p["workspace_bytes"] >= 132 * 128 * 256 * 4
+    assert_supported(p, FP32)
+    assert not plan(2048, 2560, 28672, dtype=FP32, stream_k="0", max_active_clusters=66)["stream_k"]
+    p = plan(512, 2048, 28672, dtype=FP32, shape="2x1", stream_k="3", max_active_clusters=66)
+    assert tuple(p["tile"]) == (128, 256) and p["stream_k_turns"] == p["turns"] == 32, p
+    assert "every one of" in p["why"]["stream_k"]
+    assert_supported(p, FP32)
+    p = plan(2048, 2560, 28672, dtype=FP32, three_tf32=True, max_active_clusters=66)
+    assert not p["stream_k"] and "3xTF32" in p["why"]["stream_k"]
 
 
 # Two-consumer tiles in 3 tile rows (128x128 ones up to 7) run unpaired: a pair would have a
@@ -631,12 +650,18 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (4096, 100, 4096, FP32, 90, True, 1, "multistage"),   # N under one 128-row tile
     (64, 14336, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # tf32, 56 tiles of 64x256 against a weight
     (33, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 of them
-    (32, 4096, 4096, FP32, 90, True, 1, "decode_sm80"),   # tf32 decode: up to 32 rows
-    (17, 4096, 4096, FP32, 90, True, 1, "decode_sm80"),
+    (32, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # tf32 decode: up to 16 rows, then
+    (17, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 64x256 tiles split in 4
     (16, 4096, 4096, FP32, 90, True, 1, "decode_sm80"),
     (3, 4096, 4096, FP32, 90, True, 1, "decode_sm80"),
-    (16, 11008, 4096, FP32, 90, True, 1, "decode_sm80"),  # 43 column tiles
-    (16, 14336, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # 56: wgmma's tiles fill the SMs
+    (16, 4096, 8192, FP32, 90, True, 1, "decode_sm80"),
+    (16, 4096, 11008, FP32, 90, True, 1, "wgmma_sm90"),   # a longer K: split 64x256 tiles
+    (16, 5120, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # from 9 rows: at most 4096 columns
+    (8, 5120, 4096, FP32, 90, True, 1, "decode_sm80"),    # up to 8 rows: at most 8192
+    (8, 8192, 8192, FP32, 90, True, 1, "decode_sm80"),
+    (8, 11008, 4096, FP32, 90, True, 1, "wgmma_sm90"),
+    (8, 4096, 14336, FP32, 90, True, 1, "wgmma_sm90"),
+    (16, 14336, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # 56 column tiles fill the SMs
     (4, 28672, 8192, FP32, 90, True, 1, "wgmma_sm90"),
     (2, 28672, 8192, FP32, 90, True, 1, "gemv"),
     (2, 4096, 4096, FP32, 90, True, 1, "gemv"),           # two rows: gemv, in float32

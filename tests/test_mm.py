@@ -436,15 +436,15 @@ def test_wgmma_forced_wide_split():
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": "2x2"})
 
 
-# tf32 with few rows against a weight: decode_sm80's tf32 tiles from 3 to 32 rows (gemv for two
-# rows and small weights), wgmma_sm90 past 32 rows or against many columns (and the CUDA cores with
-# TF32 off, or with too few column tiles for wgmma and too short a K to split); an odd K, at TF32's
-# bound.
+# tf32 with few rows against a weight: decode_sm80's tf32 tiles from 3 to 16 rows against weights
+# of moderate size (gemv for two rows and small weights), wgmma_sm90 past 16 rows or against
+# larger weights (and the CUDA cores with TF32 off, or with too few column tiles for wgmma and too
+# short a K to split); an odd K, at TF32's bound.
 @requires_cuda
 @pytest.mark.parametrize("M, N, kernel", [
-    (2, 4100, "gemv"), (3, 4100, "gemv"), (8, 4100, "decode_sm80"), (16, 4100, "decode_sm80"),
-    (32, 4100, "decode_sm80"), (16, 16400, "wgmma_sm90"), (33, 4100, "wgmma_sm90"), (64, 4100, "wgmma_sm90"),
-    (127, 4100, "wgmma_sm90"),
+    (2, 4100, "gemv"), (3, 4100, "gemv"), (8, 4100, "decode_sm80"), (16, 4000, "decode_sm80"),
+    (16, 4100, "wgmma_sm90"), (32, 4100, "wgmma_sm90"), (16, 16400, "wgmma_sm90"), (33, 4100, "wgmma_sm90"),
+    (64, 4100, "wgmma_sm90"), (127, 4100, "wgmma_sm90"),
 ])
 def test_tf32_few_rows_against_a_weight(M, N, kernel):
     skip_unless_wgmma()
@@ -452,7 +452,7 @@ def test_tf32_few_rows_against_a_weight(M, N, kernel):
     x, w = randn((M, 516), torch.float32, "cuda", gen), randn((N, 516), torch.float32, "cuda", gen)
     with tf32_allowed(True):
         assert torch_gemm.explain(x, w.t())["kernel"] == kernel
-        if M > 32:  # 8 column tiles of 8 k-tiles, too few to split: the CUDA cores
+        if M > 16:  # 8 column tiles of 8 k-tiles, too few to split: the CUDA cores
             assert torch_gemm.explain(x[:, :256], w[:2000, :256].t())["kernel"] == "multistage"
         assert_close_to_reference(torch_gemm.linear_tiled(x, w), x, w.t())
         odd_k = x[:, :515], w[:, :515]  # no 16-byte vectors: decode_sm80 hands it to gemv
@@ -499,6 +499,51 @@ def test_wgmma_tf32_stream_k_over_every_turn():
     # NN, 4096 rows against 16 columns: Cᵀ = Bᵀ·Aᵀ runs (16 rows of Bᵀ, one row of tiles), A's
     # rows permuted through registers, C stored by transposed TMA boxes.
     run("tf32_stream_k_transposed", [(4096, 16, 4096)], ["contiguous"], "tma_transposed")
+
+
+# tf32's 128×256 tiles with stream-K: the partial last round dealt out as k-tiles (on few clusters,
+# TORCH_GEMM_WGMMA_MAX_CLUSTERS, so that blocks take whole turns before their pieces; and the
+# plan's own on 132 SMs), and every turn under TORCH_GEMM_WGMMA_STREAM_K=3 with
+# TORCH_GEMM_WGMMA_SHAPE=2x1; paired and unpaired. Edge tiles in M and N, C rows of 2001 elements
+# (stored from registers), a ragged K, A MN-major (through registers), an N-major B (the
+# transposed product); against float64, with a bias, and run twice for the same bits.
+TF32_STREAM_K_WIDE_SCRIPT = TF32_SCRIPT_HEAD + """\
+        plan = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
+        if {check_plan!r}:
+            assert tuple(plan["tile"]) == (128, 256) and plan["stream_k_turns"] > 0, plan
+        out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
+        assert_close_to_reference(out, a, b)
+        assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"))
+        if plan["transposed"]:
+            continue  # a bias belongs to C's columns: such calls run untransposed
+        bias = randn((N,), torch.float32, "cuda", gen)
+        assert_close_to_reference(torch_gemm.linear_tiled(a, b.t(), bias, kernel="wgmma_sm90"),
+                                  a, b, bias)
+print("ok")
+"""
+
+
+@requires_cuda
+@pytest.mark.parametrize("env", ["3:1:0", "5:1:1", "7:2:0", "0:3:0", "0:3:1"])
+def test_wgmma_tf32_stream_k_on_128x256_tiles(env):
+    """env: clusters resident (0: the device's), stream-K mode, 1 for unpaired blocks."""
+    clusters, mode, unpaired = env.split(":")
+    overrides = {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_STREAM_K": mode,
+                 "TORCH_GEMM_WGMMA_MAX_CLUSTERS": "" if clusters == "0" else clusters,
+                 "TORCH_GEMM_WGMMA_CLUSTER": unpaired}
+    shapes = [(1950, 2600, 300), (200, 2001, 3001), (1000, 1001, 1031), (256, 2048, 8192)]
+    script = TF32_STREAM_K_WIDE_SCRIPT.replace("{check_plan!r}", "True")
+    check_wgmma_under_env(f"tf32_stream_k_wide {env}", shapes, ["contiguous", "a_t", "both_t"], overrides,
+                          script)
+
+
+@requires_cuda
+def test_wgmma_tf32_stream_k_by_the_plan():
+    skip_unless_wgmma()
+    # 80 pair turns of 64 k-tiles on 66 resident pairs: the last 14 dealt out.
+    on_132 = torch.cuda.get_device_properties(0).multi_processor_count == 132
+    script = TF32_STREAM_K_WIDE_SCRIPT.replace("{check_plan!r}", repr(on_132))
+    check_wgmma_under_env("tf32_stream_k_plan", [(2048, 2560, 2048)], ["contiguous", "b_t"], {}, script)
 
 
 # C from registers where TMA would store it (TORCH_GEMM_WGMMA_STORE=registers, which

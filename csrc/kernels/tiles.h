@@ -39,14 +39,17 @@ struct GemvOverDecode {
   int64_t rows, elements;
 };
 constexpr GemvOverDecode kGemvOverDecode[] = {{1, (int64_t{1} << 24) - 1}, {2, int64_t{1} << 22}, {8, int64_t{1} << 20}};
-// float32 as tf32 (where torch allows TF32) up to kDecodeMaxRowsTf32 rows on decode_sm80's m16n8k8
-// tiles, measured on sm_90 only: there it streamed weights at 0.8-1.24x torch's pace where
-// wgmma's 64-row tiles ran at 0.3-0.8x, except against weights of more than
-// kTf32DecodeMaxColumnTiles 256-column tiles, where wgmma's tiles fill the SMs and ran as fast or
-// faster; past 32 rows its eight token tiles fell far behind. gemv keeps two rows (any weight, in
-// float32) and the small weights of kGemvOverDecodeTf32.
-constexpr int64_t kDecodeMaxRowsTf32 = 32;
-constexpr int64_t kTf32DecodeMaxColumnTiles = 48;
+// float32 as tf32 (where torch allows TF32) on decode_sm80's m16n8k8 tiles, measured on sm_90
+// only, up to `rows` rows against weights of at most `max_n` columns and `max_k` inputs
+// (kTf32DecodeBounds): there it streamed the weight at 0.95-1.19x torch's pace; against larger
+// weights, and past 16 rows, wgmma's 64x256 tiles split along K ran faster (16 rows against
+// 13824x4096: 0.80 against 1.09; 32 rows of 6144x6144: 0.79 against 0.96). gemv keeps two rows
+// (any weight, in float32) and the small weights of kGemvOverDecodeTf32 (benchmarks/NOTES.md,
+// session 32).
+struct Tf32DecodeBound {
+  int64_t rows, max_n, max_k;
+};
+constexpr Tf32DecodeBound kTf32DecodeBounds[] = {{8, 8192, 8192}, {16, 4096, 8192}};
 constexpr GemvOverDecode kGemvOverDecodeTf32[] = {{kGemvMaxRowsWide, std::numeric_limits<int64_t>::max()},
                                                   {4, int64_t{1} << 23}, {8, int64_t{1} << 20}};
 

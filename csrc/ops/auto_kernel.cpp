@@ -31,6 +31,14 @@ constexpr int64_t kThreeTf32SmsPerTile = 4;
 // measured against the CUDA cores).
 constexpr int64_t kTf32FewRowsMinColumnTiles = 16;
 
+// Whether decode_sm80 takes a few float32 rows (as tf32) against this weight (kTf32DecodeBounds).
+bool tf32_decode_takes(int64_t M, int64_t N, int64_t K) {
+  for (const Tf32DecodeBound& bound : kTf32DecodeBounds) {
+    if (M <= bound.rows && N <= bound.max_n && K <= bound.max_k) return true;
+  }
+  return false;
+}
+
 // Whether a few rows against a small weight stay on gemv (one launch) by `table`'s (rows, N·K)
 // bounds rather than take decode_sm80.
 template <std::size_t kBounds>
@@ -49,9 +57,9 @@ bool small_enough_for_gemv(const GemvOverDecode (&table)[kBounds], int64_t M, in
 // decode_sm80 would split K across blocks (its sums then need a second kernel, where wgmma's split
 // 64x128 tiles add theirs inside a cluster); fp32/fp64 up to two rows, and
 // one bf16/fp16 row before sm_80, on gemv, which streams B once where a tile would be mostly
-// empty rows; float32 with TF32 allowed on sm_90 up to 32 rows on decode_sm80's tf32 tiles
-// (kDecodeMaxRowsTf32; gemv for two rows and small weights: kGemvOverDecodeTf32), but on wgmma
-// against weights of many columns (kTf32DecodeMaxColumnTiles). bf16/fp16: the tensor cores,
+// empty rows; float32 with TF32 allowed on sm_90 up to 16 rows against weights of moderate size
+// on decode_sm80's tf32 tiles (kTf32DecodeBounds; gemv for two rows and small weights:
+// kGemvOverDecodeTf32), wgmma's split tiles past them. bf16/fp16: the tensor cores,
 // wgmma on sm_90 at every shape (its launcher takes smaller tiles or splits K where its tiles are
 // few, and it beat mma_sm80 at every measured shape), mma.sync on other GPUs from sm_80. fp32 where torch allows
 // TF32: wgmma in tf32 on sm_90 wherever M and N each fill a 128-row tile (there is no mma.sync
@@ -80,10 +88,9 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
     if (!wgmma || plan_decode(p, p.sm_count).splits == 1) return {"decode_sm80", AutoRule::kDecodeSm80};
     return {"wgmma_sm90", AutoRule::kWgmmaDecode};
   }
-  if (wgmma && dtype == DType::kFloat32 && allow_tf32 && weight_rows && M <= kDecodeMaxRowsTf32 &&
-      (M <= kGemvMaxRowsWide || ceil_div(N, kWgmmaBlockN) <= kTf32DecodeMaxColumnTiles)) {
+  if (wgmma && dtype == DType::kFloat32 && allow_tf32 && weight_rows) {
     if (small_enough_for_gemv(kGemvOverDecodeTf32, M, N, K)) return {"gemv", AutoRule::kGemv};
-    return {"decode_sm80", AutoRule::kDecodeTf32};
+    if (tf32_decode_takes(M, N, K)) return {"decode_sm80", AutoRule::kDecodeTf32};
   }
   const int64_t gemv_rows = sixteen_bit ? kGemvMaxRows16Bit : kGemvMaxRowsWide;
   if (M <= gemv_rows && weight_rows) return {"gemv", AutoRule::kGemv};
@@ -128,10 +135,10 @@ const char* describe_auto_choice(AutoRule rule) {
       "decode on compute capability 9.0: up to 16 bf16/fp16 rows where decode_sm80 would split K "
       "across blocks and add the sums in a second kernel; wgmma_sm90's 64x128 tiles split K "
       "inside a cluster instead",
-      "decode in tf32 on compute capability 9.0: float32 with TF32 allowed, 3 to 32 rows of A "
-      "against a B with contiguous columns and at most 48 256-column tiles (gemv keeps two rows "
-      "and small weights): decode_sm80 streams B once through mma.sync m16n8k8 in tf32, where "
-      "wgmma's 64-row tiles would be mostly empty rows",
+      "decode in tf32 on compute capability 9.0: float32 with TF32 allowed, 3 to 16 rows of A "
+      "against a B with contiguous columns of at most 8192 columns and 8192 rows (4096 columns "
+      "from 9 rows on; gemv keeps two rows and small weights): decode_sm80 streams B once "
+      "through mma.sync m16n8k8 in tf32, where wgmma's 64-row tiles would be mostly empty rows",
       "bf16/fp16 on compute capability 9.0: Hopper's wgmma at every shape (its plan takes smaller "
       "tiles, split-K or stream-K where 128x256 tiles are few)",
       "float32 with TF32 allowed on compute capability 9.0, M and N at least 128: wgmma in tf32",

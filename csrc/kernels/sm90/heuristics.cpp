@@ -157,15 +157,15 @@ WgmmaPlan plan_wgmma(const GemmParams& p) {
   return plan;
 }
 
-// Stream-K's workspace, where the launch may use it (plan_grid): 16-bit 128×256 tiles, unsplit,
-// without fused row sums, more of them than clusters can be resident; or every turn dealt out
-// (Shape::stream_k_all, tf32 too). A partial sum per block (the tile's floats; at most one block
-// per SM) and a flag per consumer.
+// Stream-K's workspace, where the launch may use it (plan_grid): 128×256 tiles (16-bit or tf32,
+// not 3xTF32's promoted ones), unsplit, without fused row sums, more of them than clusters can be
+// resident; or every turn dealt out (Shape::stream_k_all). A partial sum per block (the tile's
+// floats; at most one block per SM) and a flag per consumer.
 void plan_stream_k(const GemmParams& p, const Shape& shape, const Overrides& o, WgmmaPlan* plan) {
   const int64_t sms = shape.sms;
   const int64_t tiles = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, kWgmmaBlockN) * p.batch;
-  if (p.dtype == DType::kFloat32 && !shape.stream_k_all) {
-    plan->stream_k_rule = StreamKRule::kFloat32;
+  if (p.tf32_promoted) {
+    plan->stream_k_rule = StreamKRule::kPromoted;
   } else if (p.row_sum != nullptr) {
     plan->stream_k_rule = StreamKRule::kRowSum;
   } else if (o.stream_k == 0) {
@@ -437,18 +437,18 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   // itself deals out every turn of two rows of 128×128 tiles with a long K (medium_stream_k,
   // kMediumStreamKMinKTiles).
   // In tf32 (not 3xTF32's promoted tiles), one row of 64×256 one-consumer tiles, as a few rows
-  // against a weight take them: the weight streamed by every SM where its 256-column tiles are
-  // fewer than the SMs (not yet measured).
+  // against a weight take them (fixup-bound at 1 to 64 rows: 0.73–0.91 of torch, H100, session
+  // 31), and 128×256 two-consumer tiles, for few tiles and a long K.
   const bool every_turn_tiles =
       (narrow_m == 1 && shape.consumers == 1 && shape.block_n == kWgmmaSmallBlockN) ||
       (shape.consumers == 2 &&
        (shape.block_n == kWgmmaBlockN || shape.block_n == kWgmmaSmallBlockN));
-  const bool tf32_one_row = p.dtype == DType::kFloat32 && !p.tf32_promoted &&
-                            p.row_sum == nullptr && narrow_m == 1 && shape.consumers == 1 &&
-                            shape.block_n == kWgmmaBlockN;
+  const bool tf32_every_turn_tiles =
+      tf32_splittable && shape.block_n == kWgmmaBlockN &&
+      (shape.consumers == 2 || (narrow_m == 1 && shape.consumers == 1));
   if (medium_stream_k ||
       (o.stream_k == 3 && !p.tf32_promoted &&
-       ((splittable && every_turn_tiles) || tf32_one_row) && deals_every_turn(shape))) {
+       ((splittable && every_turn_tiles) || tf32_every_turn_tiles) && deals_every_turn(shape))) {
     shape.split_k = 1, shape.stream_k_all = true;
     if (splittable && shape.consumers == 1 && shape.tile_rule != TileRule::kForced) {
       shape.tile_rule = TileRule::kSmallStreamK;  // 64×128
@@ -651,14 +651,13 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
   // By StreamKRule; null where the sentence needs the plan's numbers.
   static constexpr const char* kFixed[] = {
       nullptr,
-      "off: tf32 tiles run whole turns (but one row of 64x256 tiles under "
-      "TORCH_GEMM_WGMMA_STREAM_K=3)",
+      "off: 3xTF32's promoted tiles run whole turns",
       "off: fused row sums take whole tiles",
       "off: TORCH_GEMM_WGMMA_STREAM_K=0",
       "off: only unsplit 128x256 tiles take stream-K, and 128x128 tiles of 193 to 256 rows with "
       "a long K filling at most 5/8 of the SMs (and, under TORCH_GEMM_WGMMA_STREAM_K=3, any "
-      "128x128 tiles and one row of 64x128 tiles, where their k-tiles outnumber the resident "
-      "clusters)",
+      "128x128 tiles and one row of 64x128 tiles, or tf32's 64x256, where their k-tiles "
+      "outnumber the resident clusters)",
       "off: the tiles fit in one round of resident clusters",
       nullptr,
       nullptr,

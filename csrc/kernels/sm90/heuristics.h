@@ -128,7 +128,7 @@ struct RowSumPlan {
 };
 
 enum class StreamKRule {
-  kOn, kFloat32, kRowSum, kOff, kNotWideUnsplit, kFewTiles,  // planning the workspace
+  kOn, kPromoted, kRowSum, kOff, kNotWideUnsplit, kFewTiles,  // planning the workspace
   kWholeRounds, kSmallSaving, kTooManyUnits                  // at launch, given the clusters
 };
 
