@@ -74,11 +74,12 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
 
 def assert_stream_k_grid(p: dict) -> None:
     """A stream-K grid holds every resident cluster, or fewer that the dealt turns divide (each
-    dealt turn's k-tiles in equal shares: every tile cut at the same K offsets)."""
+    dealt turn's k-tiles in 2 to 4 equal shares: every tile cut at the same K offsets)."""
     clusters, resident, dealt = p["grid"] // p["cluster"], p["resident"], p["stream_k_turns"]
     assert p["stream_k"] and 0 < clusters <= resident, p
     if clusters < resident:
-        assert clusters % dealt == 0 and "same K offsets" in p["why"]["stream_k"], p
+        assert clusters % dealt == 0 and 2 <= clusters // dealt <= 4, p
+        assert "same K offsets" in p["why"]["stream_k"] and "same K offsets" in p["why"]["grid"], p
 
 
 # ---- The rules, one at a time.
@@ -502,15 +503,17 @@ def test_stream_k_deals_a_mostly_idle_last_round():
     assert p["workspace_bytes"] > 0
 
 
-# Stream-K's grid: fewer clusters than resident where each dealt turn then splits in equal shares
-# and their rounds cost less than the scattered shares' (at 1.7 times their share); whole rounds
-# where those cost less; every resident cluster where neither pays, under a forced cluster count,
-# or in the one-round-more mode.
+# Stream-K's grid: fewer clusters than resident where each dealt turn then splits in 2 to 4 equal
+# shares and their rounds cost less than the scattered shares' (at 1.7 times their share); every
+# resident cluster where that does not pay, where it would take whole tiles (1 share) or slivers,
+# under a forced cluster count, or in the one-round-more mode.
 @pytest.mark.parametrize("M, N, K, kwargs, clusters, dealt", [
     (2048, 2560, 8192, {}, 64, 16),                                  # 80 pair turns: 64 + 16
     (512, 2560, 14336, dict(shape="2x1", stream_k="3"), 60, 20),     # every turn: 3 pairs a turn
     (256, 2048, 14336, {}, 64, 16),                                  # 128x128: 4 pairs a turn
-    (8192, 12288, 4096, {}, 66, 18),                                 # 24 rounds on 64 cost more
+    (8192, 12288, 4096, {}, 66, 18),                                 # none of 2 to 4 shares
+    (256, 5120, 28672, {}, 66, 40),                                  # 40 pairs: 1 share a turn
+    (1024, 11008, 6144, {}, 66, 40),                                 # 57 pairs: 57 shares of 1 turn
     (2048, 2560, 8192, dict(max_clusters="66"), 66, 14),             # forced
     (2048, 2560, 8192, dict(stream_k="2"), 66, 80),                  # one round more
 ])

@@ -585,20 +585,25 @@ Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
   return plan;
 }
 
-// Stream-K's clusters: the resident ones, or fewer where that deals each dealt turn's k-tiles out
-// in equal shares (the dealt turns dividing the clusters) or makes whole rounds. Every tile is
+// Stream-K's clusters: the resident ones, or fewer where each dealt turn's k-tiles then split in
+// kMinShares to kMaxShares equal shares (the dealt turns dividing the clusters). Every tile is
 // then cut at the same K offsets, so the pieces running at once read the same k-tiles of A's rows
 // and B's columns, which L2 holds for the other tiles; shares cut at scattered offsets lose that.
 // 512×2560×28672 in tf32 over every turn of 128×256 tiles ran 254 µs on 120 blocks (3 a tile) and
 // 418–545 µs on 124 to 132; 2048×2560×28672's 14 last pair turns on 66 pairs 857 µs, its 16 on 64
-// 757, 20 on 60 782 (H100, benchmarks/NOTES.md, session 32): the scattered dealt turns cost about
-// 1 + kScatteredExtraTenths / 10 times their share. The fewer clusters are taken where their
-// rounds (turns / clusters) cost less than the resident clusters' with that extra. Forced cluster
-// counts (TORCH_GEMM_WGMMA_MAX_CLUSTERS) and stream-K's one-round-more mode keep every resident
-// cluster. Returns the clusters and sets *sk_turns (0: whole rounds) and *rule.
+// 757, 20 on 60 782: the scattered dealt turns cost about 1 + kScatteredExtraTenths / 10 times
+// their share, and the fewer clusters are taken where their rounds (turns / clusters) cost less.
+// On the 124 forwards of the models grid whose grid this changed (H100, bf16 and tf32, session
+// 32): 2 to 4 shares a turn 1.016–1.09× faster by group, 1 share (whole tiles on fewer clusters)
+// 0.92×, 29 and 57 shares (one or two turns dealt in slivers, each a partial sum to add) 0.67–0.80×
+// (benchmarks/NOTES.md). Forced cluster counts (TORCH_GEMM_WGMMA_MAX_CLUSTERS) and stream-K's
+// one-round-more mode keep every resident cluster. Returns the clusters and sets *sk_turns and
+// *rule.
 namespace {
 
 constexpr int64_t kScatteredExtraTenths = 7;
+constexpr int64_t kMinShares = 2;
+constexpr int64_t kMaxShares = 4;
 
 int64_t stream_k_clusters(const Plan& plan, int64_t slots, const Overrides& o, int* sk_turns,
                           StreamKRule* rule) {
@@ -606,16 +611,12 @@ int64_t stream_k_clusters(const Plan& plan, int64_t slots, const Overrides& o, i
   const bool all = plan.shape.stream_k_all;
   const int64_t scattered = all ? plan.turns : plan.turns % slots;
   if (scattered <= slots && slots % scattered == 0) return slots;  // already equal shares
-  for (int64_t c = slots - 1; 2 * c >= slots; --c) {
+  for (int64_t c = slots - 1; c * kMaxShares >= slots; --c) {
     const int64_t dealt = all ? plan.turns : plan.turns % c;
-    if (dealt > c || (dealt > 0 && c % dealt != 0)) continue;
+    if (dealt == 0 || c % dealt != 0 || c / dealt < kMinShares || c / dealt > kMaxShares) continue;
     // The first such c is the most; take it only if its rounds cost less.
     if (plan.turns * slots * 10 >= (plan.turns * 10 + kScatteredExtraTenths * scattered) * c) {
       return slots;
-    }
-    if (dealt == 0) {
-      *sk_turns = 0, *rule = StreamKRule::kWholeRounds;
-      return c;
     }
     StreamKRule aligned_rule = StreamKRule::kOn;
     const int turns = stream_k_turns(plan.turns, c, plan.k_tiles, all, o, &aligned_rule);
@@ -737,11 +738,7 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
            "a last partial round";
   }
   if (rule == StreamKRule::kWholeRounds) {
-    return "off: the turns make whole rounds of the " + str(clusters) + " clusters" +
-           (grid.aligned ? " (of " + str(grid.slots) + " resident: fewer clusters in "
-                                    "whole rounds where stream-K's shares would cut the tiles "
-                                    "at scattered K offsets)"
-                                  : std::string(" resident"));
+    return "off: the turns make whole rounds of the " + str(grid.slots) + " resident clusters";
   }
   return "off: the last round's " + str(grid.slots - rest) + " idle of " + str(grid.slots) +
          " clusters, " + str(plan.k_tiles) + " k-tiles each, would save each cluster fewer than " +
