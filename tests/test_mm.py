@@ -468,21 +468,26 @@ def test_tf32_few_rows_against_a_weight(M, N, kernel):
 # tiles in M and N with a ragged K (95 k-tiles) and C rows of 1001 elements (stored from
 # registers), a ragged 449 k-tiles, an MN-major A with C from registers, and a transposed
 # product.
-TF32_STREAM_K_SCRIPT = TF32_SCRIPT_HEAD + """\
-        plan = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
-        assert plan["stream_k"] and plan["stream_k_turns"] == plan["turns"], plan
-        assert plan["store"] == {store!r}, plan
+# The end of the tf32 stream-K scripts: the product against float64 and run twice for the same
+# bits; untransposed, with a bias (planned with stream-K too where the plan is checked).
+TF32_STREAM_K_TAIL = """\
         out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
         assert_close_to_reference(out, a, b)
         assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"))
         if plan["transposed"]:
             continue  # a bias belongs to C's columns: such calls run untransposed
         bias = randn((N,), torch.float32, "cuda", gen)
-        assert torch_gemm.explain(a, b, kernel="wgmma_sm90", bias=bias)["plan"]["stream_k"]
+        if {check_plan!r}:
+            assert torch_gemm.explain(a, b, kernel="wgmma_sm90", bias=bias)["plan"]["stream_k"]
         assert_close_to_reference(torch_gemm.linear_tiled(a, b.t(), bias, kernel="wgmma_sm90"),
                                   a, b, bias)
 print("ok")
 """
+TF32_STREAM_K_SCRIPT = TF32_SCRIPT_HEAD + """\
+        plan = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
+        assert plan["stream_k"] and plan["stream_k_turns"] == plan["turns"], plan
+        assert plan["store"] == {store!r}, plan
+""" + TF32_STREAM_K_TAIL.replace("{check_plan!r}", "True")
 
 
 @requires_cuda
@@ -511,16 +516,7 @@ TF32_STREAM_K_WIDE_SCRIPT = TF32_SCRIPT_HEAD + """\
         plan = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
         if {check_plan!r}:
             assert tuple(plan["tile"]) == (128, 256) and plan["stream_k_turns"] > 0, plan
-        out = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
-        assert_close_to_reference(out, a, b)
-        assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"))
-        if plan["transposed"]:
-            continue  # a bias belongs to C's columns: such calls run untransposed
-        bias = randn((N,), torch.float32, "cuda", gen)
-        assert_close_to_reference(torch_gemm.linear_tiled(a, b.t(), bias, kernel="wgmma_sm90"),
-                                  a, b, bias)
-print("ok")
-"""
+""" + TF32_STREAM_K_TAIL
 
 
 @requires_cuda
