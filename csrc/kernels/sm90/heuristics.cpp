@@ -645,7 +645,7 @@ Grid plan_grid(const Plan& plan, int64_t resident, const Overrides& o) {
     if (grid.sk_turns > 0) {
       const int64_t clusters =
           stream_k_clusters(plan, grid.slots, o, &grid.sk_turns, &grid.stream_k_rule);
-      grid.aligned = clusters < grid.slots;
+      grid.fewer_clusters = clusters < grid.slots;
       grid.blocks = clusters * cluster_m;
       return grid;
     }
@@ -715,31 +715,34 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
   if (kFixed[static_cast<int>(rule)] != nullptr) return kFixed[static_cast<int>(rule)];
   // The clusters the grid holds: all resident ones, or fewer that cut every dealt turn at the
   // same K offsets (stream_k_clusters).
-  const int64_t clusters = grid.aligned ? grid.blocks / plan.shape.cluster_m() : grid.slots;
-  const int64_t rest = plan.turns % clusters;
-  const std::string aligned =
-      grid.aligned
-          ? " (" + str(clusters) + " of the " + str(grid.slots) + " resident clusters, so that " +
-                (plan.shape.stream_k_all ? "each turn's" : "each dealt turn's") +
-                " k-tiles split in equal shares: every tile is cut at the same K offsets and "
-                "the pieces running at once share their operands in L2)"
+  const int64_t clusters = grid.fewer_clusters ? grid.blocks / plan.shape.cluster_m() : grid.slots;
+  const std::string unit = plan.shape.clusters ? "pairs" : "blocks";
+  const std::string fewer =
+      grid.fewer_clusters
+          ? "; only " + str(clusters) + " of the " + str(grid.slots) + " resident " + unit +
+                " take them, so that each " + (plan.shape.stream_k_all ? "" : "dealt ") +
+                "turn's k-tiles split in " + str(clusters / grid.sk_turns) +
+                " equal shares: every tile is cut at the same K offsets, and the pieces running "
+                "at once share their operands in L2"
           : "";
   if (rule == StreamKRule::kOn && plan.shape.stream_k_all) {
     return "every one of the " + str(plan.turns) + " turns (" + str(plan.k_tiles) +
-           " k-tiles each) is dealt to the " + str(clusters) + " " +
-           (plan.shape.clusters ? "pairs" : "blocks") + aligned + " as k-tiles, about " +
+           " k-tiles each) is dealt to " + str(clusters) + " " + unit + " as k-tiles, about " +
            str(plan.turns * plan.k_tiles / clusters) + " each, partial sums meeting in the "
-           "workspace in a fixed order, so that every SM streams a share of B";
+           "workspace in a fixed order, so that " +
+           (grid.fewer_clusters ? std::string("nearly every") : std::string("every")) +
+           " SM streams a share of B" + fewer;
   }
   if (rule == StreamKRule::kOn) {
-    return "the last " + str(grid.sk_turns) + " turns (" + str(rest) + " left over after whole "
-           "rounds of " + str(clusters) + " clusters" + aligned + ") are dealt to every cluster "
-           "as k-tiles, partial sums meeting in the workspace, so that no cluster idles through "
-           "a last partial round";
+    return "the last " + str(grid.sk_turns) + " turns (" + str(plan.turns % clusters) +
+           " left over after whole rounds of " + str(clusters) + " " + unit + ") are dealt to "
+           "every one of them as k-tiles, partial sums meeting in the workspace, so that none "
+           "idles through a last partial round" + fewer;
   }
   if (rule == StreamKRule::kWholeRounds) {
     return "off: the turns make whole rounds of the " + str(grid.slots) + " resident clusters";
   }
+  const int64_t rest = plan.turns % grid.slots;
   return "off: the last round's " + str(grid.slots - rest) + " idle of " + str(grid.slots) +
          " clusters, " + str(plan.k_tiles) + " k-tiles each, would save each cluster fewer than " +
          str(kStreamKMinSaved) + " k-tiles, less than stream-K's partial sums cost";
@@ -1006,7 +1009,7 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     r.grid = str(grid.blocks) + " blocks, persistent: " + str(plan.turns) + " turns over " +
              str(grid.slots) + " resident " + unit;
     if (o.max_clusters != INT_MAX) r.grid += " (capped by TORCH_GEMM_WGMMA_MAX_CLUSTERS)";
-    if (grid.aligned) {
+    if (grid.fewer_clusters) {
       r.grid += "; " + str(grid.blocks / s.cluster_m()) + " of them take turns, so that "
                 "stream-K cuts every tile at the same K offsets (see stream_k)";
     }
