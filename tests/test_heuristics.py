@@ -699,6 +699,8 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (8, 11008, 4096, FP32, 90, True, 1, "wgmma_sm90"),
     (8, 4096, 14336, FP32, 90, True, 1, "wgmma_sm90"),
     (16, 14336, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # 56 column tiles fill the SMs
+    (32, 2048, 256, FP32, 90, True, 1, "decode_sm80"),    # too short a K for wgmma to split
+    (4, 16384, 256, FP32, 90, True, 1, "wgmma_sm90"),     # past the decode's bounds: no gemv
     (4, 28672, 8192, FP32, 90, True, 1, "wgmma_sm90"),
     (2, 28672, 8192, FP32, 90, True, 1, "gemv"),
     (2, 4096, 4096, FP32, 90, True, 1, "gemv"),           # two rows: gemv, in float32

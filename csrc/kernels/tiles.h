@@ -50,6 +50,10 @@ struct Tf32DecodeBound {
   int64_t rows, max_n, max_k;
 };
 constexpr Tf32DecodeBound kTf32DecodeBounds[] = {{8, 8192, 8192}, {16, 4096, 8192}};
+// Past those bounds, decode_sm80 still takes up to this many rows where wgmma's plan would not
+// take them either (too short a K to split few column tiles): the CUDA cores were slower still
+// (0.26-0.6 of torch at 33-64 rows, sessions 25 and 31).
+constexpr int64_t kDecodeMaxRowsTf32 = 32;
 constexpr GemvOverDecode kGemvOverDecodeTf32[] = {{kGemvMaxRowsWide, std::numeric_limits<int64_t>::max()},
                                                   {4, int64_t{1} << 23}, {8, int64_t{1} << 20}};
 

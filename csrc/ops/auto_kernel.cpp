@@ -22,7 +22,7 @@ constexpr int64_t kMinWarptileTiles = 48;
 // pass and idle SMs cost more than multistage's product on the CUDA cores (32 tiles on 132 SMs
 // were slower than multistage, 64 and more faster, on an H100: benchmarks/NOTES.md, session 25).
 constexpr int64_t kThreeTf32SmsPerTile = 4;
-// tf32 with 33 to 127 rows (or more columns than decode takes) against a weight (B K-major, a
+// tf32 with fewer than 128 rows, past the tf32 decode's bounds, against a weight (B K-major, a
 // linear's forward): wgmma_sm90 where B spans at least kTf32FewRowsMinColumnTiles of its
 // 256-column tiles: there it streamed the weight faster than the CUDA cores multiply (on 64-row
 // tiles, and on the 128-row tiles the plan takes from 66 column tiles on), and with 8 or 4 column
@@ -37,6 +37,14 @@ bool tf32_decode_takes(int64_t M, int64_t N, int64_t K) {
     if (M <= bound.rows && N <= bound.max_n && K <= bound.max_k) return true;
   }
   return false;
+}
+
+// Whether wgmma_sm90 takes a tf32 product of fewer than 128 rows against a weight: where its plan
+// has enough 256-column tiles (kTf32FewRowsMinColumnTiles) or splits them along K.
+bool wgmma_takes_tf32_few_rows(const GemmParams& p) {
+  if (p.M >= kWgmmaBlockM) return false;
+  const sm90::Shape shape = sm90::choose_shape(p, p.sm_count, sm90::Overrides{});
+  return shape.wide_tiles >= kTf32FewRowsMinColumnTiles || shape.split_k > 1;
 }
 
 // Whether a few rows against a small weight stay on gemv (one launch) by `table`'s (rows, N·K)
@@ -89,8 +97,15 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
     return {"wgmma_sm90", AutoRule::kWgmmaDecode};
   }
   if (wgmma && dtype == DType::kFloat32 && allow_tf32 && weight_rows) {
-    if (small_enough_for_gemv(kGemvOverDecodeTf32, M, N, K)) return {"gemv", AutoRule::kGemv};
-    if (tf32_decode_takes(M, N, K)) return {"decode_sm80", AutoRule::kDecodeTf32};
+    const bool decode = tf32_decode_takes(M, N, K);
+    if ((decode || M <= kGemvMaxRowsWide) && small_enough_for_gemv(kGemvOverDecodeTf32, M, N, K)) {
+      return {"gemv", AutoRule::kGemv};
+    }
+    // Past the bounds, wgmma's split tiles; where its plan would not take the product either
+    // (a K too short to split), decode_sm80 up to kDecodeMaxRowsTf32 rows, not the CUDA cores.
+    if (decode || (M <= kDecodeMaxRowsTf32 && !wgmma_takes_tf32_few_rows(p))) {
+      return {"decode_sm80", AutoRule::kDecodeTf32};
+    }
   }
   const int64_t gemv_rows = sixteen_bit ? kGemvMaxRows16Bit : kGemvMaxRowsWide;
   if (M <= gemv_rows && weight_rows) return {"gemv", AutoRule::kGemv};
@@ -100,11 +115,10 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
   }
   if (wgmma && dtype == DType::kFloat32 && (allow_tf32 || three_tf32)) {
     // The tiles wgmma_sm90's plan would take, and count (over the batch), for this product.
-    const sm90::Shape shape = sm90::choose_shape(p, p.sm_count, sm90::Overrides{});
-    if (allow_tf32 && weight_rows && M < kWgmmaBlockM &&
-        (shape.wide_tiles >= kTf32FewRowsMinColumnTiles || shape.split_k > 1)) {
+    if (allow_tf32 && weight_rows && wgmma_takes_tf32_few_rows(p)) {
       return {"wgmma_sm90", AutoRule::kWgmmaTf32FewRows};
     }
+    const sm90::Shape shape = sm90::choose_shape(p, p.sm_count, sm90::Overrides{});
     if (!allow_tf32 && std::min(M, N) >= kWgmmaBlockM &&
         3 * K <= std::numeric_limits<int32_t>::max() &&
         shape.medium_tiles * kThreeTf32SmsPerTile > p.sm_count) {

@@ -346,7 +346,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   };
   // Whether 128×256 tiles (Shape's defaults), with a K of kStreamKKeepsWideMinKTiles or more,
   // would have their last round dealt out by stream-K (as plan_grid would): then the narrower
-  // tiles below do not replace them. Only 16-bit two-consumer products take stream-K.
+  // tiles below do not replace them (16-bit only: tf32 has none).
   const int64_t wide_cluster = cluster_rule_of(Shape{}) == ClusterRule::kPairs ? 2 : 1;
   StreamKRule wide_stream_k = StreamKRule::kOff;
   const bool keep_wide =
@@ -669,6 +669,15 @@ std::string str(int64_t x) { return std::to_string(x); }
 
 std::string tile_name(int64_t m, int64_t n) { return str(m) + "x" + str(n); }
 
+// Why a tile splits in `split` slices (kSmallSplit, kNarrowSplit): the doubling stops at the cap,
+// at the shortest slice, or where the tiles would outnumber one wave of clusters of that size.
+std::string slices_reason(int64_t split, int64_t sms, int64_t min_k_tiles, int max_slices) {
+  return str(split) + " slices: as many (up to " + str(max_slices) + ", of at least " +
+         str(min_k_tiles) + " k-tiles each) as keep the tiles within one wave of clusters of " +
+         "that size (" + str(resident_split_clusters(sms, split)) + " counted on as resident on " +
+         str(sms) + " SMs)";
+}
+
 // Which of plan_operand's conditions decided, for the operand (X, K) at ptr with these strides.
 std::string operand_reason(const OperandPlan& op, const void* ptr, int64_t X, int64_t K,
                            int64_t stride_x, int64_t stride_k, int64_t stride_batch,
@@ -740,7 +749,11 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
            "idles through a last partial round" + fewer;
   }
   if (rule == StreamKRule::kWholeRounds) {
-    return "off: the turns make whole rounds of the " + str(grid.slots) + " resident clusters";
+    return plan.turns <= grid.slots
+               ? "off: the " + str(plan.turns) + " turns fit in one round of the " +
+                     str(grid.slots) + " resident clusters"
+               : "off: the turns make whole rounds of the " + str(grid.slots) +
+                     " resident clusters";
   }
   const int64_t rest = plan.turns % grid.slots;
   return "off: the last round's " + str(grid.slots - rest) + " idle of " + str(grid.slots) +
@@ -837,10 +850,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                " would leave more than " + half + " idle, tf32 has no 128-column tiles (3xTF32's "
                "alone), and the " +
                str(ceil_div(p.M, kWgmmaNarrowBlockM) * ceil_div(p.N, kWgmmaBlockN) * p.batch) +
-               " tiles of 64x256 leave half of the SMs idle; " + str(s.split_k) +
-               " slices are as many as one wave of clusters takes (about 7/8 of " + str(sms) +
-               " / " + str(s.split_k) + " resident) with at least " + str(kNarrowSplitMinKTiles) +
-               " k-tiles each";
+               " tiles of 64x256 leave half of the SMs idle; " +
+               slices_reason(s.split_k, sms, kNarrowSplitMinKTiles, F::kMaxNarrowSlices);
       break;
     case TileRule::kOneRowNarrow:
       r.tile = "64x256, one consumer warpgroup: " + no_wide +
@@ -860,9 +871,7 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     case TileRule::kSmallSplit:
       r.tile = "64x128 split in " + str(s.split_k) + " along K: " + no_wide + ", and even the " +
                str(s.small_tiles) + " tiles of 64x128 leave half of the SMs idle; " +
-               str(s.split_k) + " slices are as many as one wave of clusters takes (about 7/8 of " +
-               str(sms) + " / " + str(s.split_k) + " resident) with at least " +
-               str(kSmallSplitMinKTiles) + " k-tiles each";
+               slices_reason(s.split_k, sms, kSmallSplitMinKTiles, F::kMaxSmallSlices);
       break;
     case TileRule::kMedium:
       r.tile = "128x128, two consumer warpgroups: the " + str(s.small_tiles) +
