@@ -101,10 +101,12 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
     if ((decode || M <= kGemvMaxRowsWide) && small_enough_for_gemv(kGemvOverDecodeTf32, M, N, K)) {
       return {"gemv", AutoRule::kGemv};
     }
+    if (decode) return {"decode_sm80", AutoRule::kDecodeTf32};
     // Past the bounds, wgmma's split tiles; where its plan would not take the product either
     // (a K too short to split), decode_sm80 up to kDecodeMaxRowsTf32 rows, not the CUDA cores.
-    if (decode || (M <= kDecodeMaxRowsTf32 && !wgmma_takes_tf32_few_rows(p))) {
-      return {"decode_sm80", AutoRule::kDecodeTf32};
+    if (M <= kDecodeMaxRowsTf32) {
+      return wgmma_takes_tf32_few_rows(p) ? AutoChoice{"wgmma_sm90", AutoRule::kWgmmaTf32FewRows}
+                                          : AutoChoice{"decode_sm80", AutoRule::kDecodeTf32};
     }
   }
   const int64_t gemv_rows = sixteen_bit ? kGemvMaxRows16Bit : kGemvMaxRowsWide;
@@ -114,14 +116,13 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
     return {"wgmma_sm90", AutoRule::kWgmmaTf32};
   }
   if (wgmma && dtype == DType::kFloat32 && (allow_tf32 || three_tf32)) {
-    // The tiles wgmma_sm90's plan would take, and count (over the batch), for this product.
     if (allow_tf32 && weight_rows && wgmma_takes_tf32_few_rows(p)) {
       return {"wgmma_sm90", AutoRule::kWgmmaTf32FewRows};
     }
-    const sm90::Shape shape = sm90::choose_shape(p, p.sm_count, sm90::Overrides{});
     if (!allow_tf32 && std::min(M, N) >= kWgmmaBlockM &&
         3 * K <= std::numeric_limits<int32_t>::max() &&
-        shape.medium_tiles * kThreeTf32SmsPerTile > p.sm_count) {
+        sm90::choose_shape(p, p.sm_count, sm90::Overrides{}).medium_tiles * kThreeTf32SmsPerTile >
+            p.sm_count) {
       return {"wgmma_sm90_3xtf32", AutoRule::kWgmma3xTf32};
     }
   }
@@ -151,8 +152,10 @@ const char* describe_auto_choice(AutoRule rule) {
       "inside a cluster instead",
       "decode in tf32 on compute capability 9.0: float32 with TF32 allowed, 3 to 16 rows of A "
       "against a B with contiguous columns of at most 8192 columns and 8192 rows (4096 columns "
-      "from 9 rows on; gemv keeps two rows and small weights): decode_sm80 streams B once "
-      "through mma.sync m16n8k8 in tf32, where wgmma's 64-row tiles would be mostly empty rows",
+      "from 9 rows on; gemv keeps two rows and small weights), and up to 32 rows where wgmma's "
+      "plan would not take the product (too short a K to split few tiles): decode_sm80 streams "
+      "B once through mma.sync m16n8k8 in tf32, where wgmma's 64-row tiles would be mostly "
+      "empty rows",
       "bf16/fp16 on compute capability 9.0: Hopper's wgmma at every shape (its plan takes smaller "
       "tiles, split-K or stream-K where 128x256 tiles are few)",
       "float32 with TF32 allowed on compute capability 9.0, M and N at least 128: wgmma in tf32",

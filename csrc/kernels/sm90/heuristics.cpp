@@ -81,6 +81,18 @@ int64_t resident_split_clusters(int64_t sms, int split) {
   return split == 2 ? sms / 2 : sms / split * kResidentEighths / 8;
 }
 
+// The slices of K one-consumer tiles split in (1: none): doubling up to max_slices while the tiles
+// stay within one wave of clusters of that size and each slice keeps min_k_tiles k-tiles.
+int split_slices(int64_t tiles, int64_t k_tiles, int64_t sms, int64_t min_k_tiles,
+                 int max_slices) {
+  int split = 1;
+  while (split < max_slices && tiles <= resident_split_clusters(sms, split * 2) &&
+         k_tiles >= split * 2 * min_k_tiles) {
+    split *= 2;
+  }
+  return split;
+}
+
 // tf32 (not 3xTF32's promoted tiles) has no 128-column tiles: where its 64×256 tiles leave most
 // SMs idle, each is split along K like the 16-bit 64×128 ones, in 2, 4 or 8 slices as fit in one
 // wave of clusters with at least this many k-tiles (of 32 floats) each. Without it, 128 rows
@@ -358,12 +370,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   if (splittable && shape.consumers == 1 && shape.small_tiles <= sms) {
     shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
     shape.tile_rule = TileRule::kSmall;
-    const auto fits = [&](int split) {
-      return shape.small_tiles <= resident_split_clusters(sms, split) &&
-             k_tiles >= split * kSmallSplitMinKTiles;
-    };
-    int split = 1;
-    while (split < F::kMaxSmallSlices && fits(split * 2)) split *= 2;
+    const int split =
+        split_slices(shape.small_tiles, k_tiles, sms, kSmallSplitMinKTiles, F::kMaxSmallSlices);
     if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kSmallSplit;
   } else if (splittable && narrow_m >= 2) {
     const bool fewer_rounds = rounds(medium) * kMediumTileCostTenths < rounds(wide) * 10;
@@ -390,13 +398,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     }
   }
   if (tf32_splittable && shape.consumers == 1) {
-    const int64_t narrow_tiles = narrow_m * tiles_n * p.batch;
-    const auto fits = [&](int split) {
-      return narrow_tiles <= resident_split_clusters(sms, split) &&
-             k_tiles >= split * kNarrowSplitMinKTiles;
-    };
-    int split = 1;
-    while (split < F::kMaxNarrowSlices && fits(split * 2)) split *= 2;
+    const int split = split_slices(narrow_m * tiles_n * p.batch, k_tiles, sms,
+                                   kNarrowSplitMinKTiles, F::kMaxNarrowSlices);
     if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kNarrowSplit;
   }
   shape.stream_k_keeps_wide = narrower_kept_out && shape.tile_rule == TileRule::kWide;
