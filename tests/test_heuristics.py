@@ -72,6 +72,16 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     assert all(isinstance(v, str) and v for v in p["why"].values())
 
 
+def assert_stream_k_grid(p: dict) -> None:
+    """A stream-K grid holds every resident cluster, or fewer that the dealt turns divide (each
+    dealt turn's k-tiles in 2 to 4 equal shares: every tile cut at the same K offsets)."""
+    clusters, resident, dealt = p["grid"] // p["cluster"], p["resident"], p["stream_k_turns"]
+    assert p["stream_k"] and 0 < clusters <= resident, p
+    if clusters < resident:
+        assert clusters % dealt == 0 and 2 <= clusters // dealt <= 4, p
+        assert "same K offsets" in p["why"]["stream_k"] and "same K offsets" in p["why"]["grid"], p
+
+
 # ---- The rules, one at a time.
 
 @pytest.mark.parametrize("dtype", [BF16, FP16])
@@ -118,7 +128,8 @@ def test_stream_k_over_every_turn_of_one_row_of_64x128_tiles(M, N, K, dtype):
     assert not plan(M, N, K, dtype=dtype)["stream_k"]
     p = plan(M, N, K, dtype=dtype, stream_k="3")
     assert tuple(p["tile"]) == (64, 128) and p["split_k"] == 1 and p["cluster"] == 1
-    assert p["stream_k"] and p["stream_k_turns"] == p["turns"] and p["grid"] == SMS
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"]
+    assert_stream_k_grid(p)
     assert "every one of" in p["why"]["stream_k"] and "STREAM_K=3" in p["why"]["tile"]
     assert "stream-K spreads K" in p["why"]["split_k"]
     assert_supported(p, dtype)
@@ -157,7 +168,8 @@ def test_stream_k_over_every_turn_of_128x256_tiles(M, N, K, shape, pairs):
     p = plan(M, N, K, stream_k="3", max_active_clusters=66, **kwargs)
     assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 1 and p["cluster"] == (2 if pairs else 1)
     assert p["stream_k"] and p["stream_k_turns"] == p["turns"]
-    assert p["grid"] == SMS and "every one of" in p["why"]["stream_k"]
+    assert_stream_k_grid(p)
+    assert "every one of" in p["why"]["stream_k"]
     assert_supported(p, BF16)
 
 
@@ -176,7 +188,8 @@ def test_stream_k_over_every_turn_of_128x128_tiles(M, N, K, shape, pairs):
     p = plan(M, N, K, stream_k="3", max_active_clusters=66, **kwargs)
     assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == (2 if pairs else 1)
     assert p["stream_k"] and p["stream_k_turns"] == p["turns"]
-    assert p["grid"] == SMS and "every one of" in p["why"]["stream_k"]
+    assert_stream_k_grid(p)
+    assert "every one of" in p["why"]["stream_k"]
     assert_supported(p, BF16)
 
 
@@ -187,7 +200,8 @@ def test_stream_k_over_every_turn_of_128x128_tiles(M, N, K, shape, pairs):
 def test_two_tile_rows_with_a_long_k_take_stream_k_over_128x128_tiles(M, N, K):
     p = plan(M, N, K, max_active_clusters=66)
     assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == 2
-    assert p["stream_k"] and p["stream_k_turns"] == p["turns"] and p["grid"] == SMS
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"]
+    assert_stream_k_grid(p)
     assert "every turn dealt out" in p["why"]["tile"] and "every one of" in p["why"]["stream_k"]
     assert_supported(p, BF16)
     off = plan(M, N, K, stream_k="0", max_active_clusters=66)
@@ -219,7 +233,8 @@ def test_tf32_one_row_takes_stream_k_over_every_turn_on_request(M, N, K):
     assert not plan(M, N, K, dtype=FP32, max_active_clusters=66)["stream_k"]
     p = plan(M, N, K, dtype=FP32, stream_k="3", max_active_clusters=66)
     assert tuple(p["tile"]) == (64, 256) and p["cluster"] == 1 and p["split_k"] == 1
-    assert p["stream_k"] and p["stream_k_turns"] == p["turns"] and p["grid"] == SMS
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"]
+    assert_stream_k_grid(p)
     assert "every one of" in p["why"]["stream_k"] and p["why"]["tile"].startswith("64x256")
     assert "split in" not in p["why"]["tile"]
     assert p["workspace_bytes"] >= SMS * 64 * 256 * 4
@@ -231,18 +246,20 @@ def test_tf32_stream_k_not_on_two_rows():
 
 
 # tf32's 128x256 tiles take stream-K over a partial last round as the 16-bit ones do (80 pair
-# turns on 66 resident pairs: the last 14, of 896 k-tiles); every turn under
-# TORCH_GEMM_WGMMA_STREAM_K=3 with the shape forced; never 3xTF32's promoted tiles.
+# turns of 896 k-tiles: on 64 of the 66 resident pairs, whose last 16 turns split 4 ways each);
+# every turn under TORCH_GEMM_WGMMA_STREAM_K=3 with the shape forced (32 single blocks' turns, 4
+# blocks a turn: 128 of 132); never 3xTF32's promoted tiles.
 def test_tf32_128x256_tiles_take_stream_k():
     p = plan(2048, 2560, 28672, dtype=FP32, max_active_clusters=66)
-    assert tuple(p["tile"]) == (128, 256) and p["cluster"] == 2 and p["stream_k_turns"] == 14, p
-    assert "the last 14 turns" in p["why"]["stream_k"]
+    assert tuple(p["tile"]) == (128, 256) and p["cluster"] == 2 and p["stream_k_turns"] == 16, p
+    assert p["grid"] == 128 and "the last 16 turns" in p["why"]["stream_k"]
+    assert_stream_k_grid(p)
     assert p["workspace_bytes"] >= 132 * 128 * 256 * 4
     assert_supported(p, FP32)
     assert not plan(2048, 2560, 28672, dtype=FP32, stream_k="0", max_active_clusters=66)["stream_k"]
     p = plan(512, 2048, 28672, dtype=FP32, shape="2x1", stream_k="3", max_active_clusters=66)
     assert tuple(p["tile"]) == (128, 256) and p["stream_k_turns"] == p["turns"] == 32, p
-    assert "every one of" in p["why"]["stream_k"]
+    assert p["grid"] == 128 and "every one of" in p["why"]["stream_k"]
     assert_supported(p, FP32)
     p = plan(2048, 2560, 28672, dtype=FP32, three_tf32=True, max_active_clusters=66)
     assert not p["stream_k"] and "3xTF32" in p["why"]["stream_k"]
@@ -484,6 +501,26 @@ def test_stream_k_deals_a_mostly_idle_last_round():
     p = plan(8192, 12288, 4096, max_active_clusters=66)
     assert p["stream_k"] and p["stream_k_turns"] == 18 and p["grid"] == 132
     assert p["workspace_bytes"] > 0
+
+
+# Stream-K's grid: fewer clusters than resident where each dealt turn then splits in 2 to 4 equal
+# shares and their rounds cost less than the scattered shares' (at 1.7 times their share); every
+# resident cluster where that does not pay, where it would take whole tiles (1 share) or slivers,
+# under a forced cluster count, or in the one-round-more mode.
+@pytest.mark.parametrize("M, N, K, kwargs, clusters, dealt", [
+    (2048, 2560, 8192, {}, 64, 16),                                  # 80 pair turns: 64 + 16
+    (512, 2560, 14336, dict(shape="2x1", stream_k="3"), 60, 20),     # every turn: 3 pairs a turn
+    (256, 2048, 14336, {}, 64, 16),                                  # 128x128: 4 pairs a turn
+    (8192, 12288, 4096, {}, 66, 18),                                 # none of 2 to 4 shares
+    (256, 5120, 28672, {}, 66, 40),                                  # 40 pairs: 1 share a turn
+    (1024, 11008, 6144, {}, 66, 40),                                 # 57 pairs: 57 shares of 1 turn
+    (2048, 2560, 8192, dict(max_clusters="66"), 66, 14),             # forced
+    (2048, 2560, 8192, dict(stream_k="2"), 66, 80),                  # one round more
+])
+def test_stream_k_cuts_every_tile_at_the_same_offsets(M, N, K, kwargs, clusters, dealt):
+    p = plan(M, N, K, max_active_clusters=66, **kwargs)
+    assert p["grid"] == 2 * clusters and p["stream_k_turns"] == dealt, p
+    assert_stream_k_grid(p)
 
 
 def test_stream_k_not_where_the_last_round_is_nearly_full():

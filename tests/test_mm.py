@@ -536,7 +536,7 @@ def test_wgmma_tf32_stream_k_on_128x256_tiles(env):
 @requires_cuda
 def test_wgmma_tf32_stream_k_by_the_plan():
     skip_unless_wgmma()
-    # 80 pair turns of 64 k-tiles on 66 resident pairs: the last 14 dealt out.
+    # 80 pair turns of 64 k-tiles: the last 16 dealt out to 64 of the 66 resident pairs, 4 a turn.
     on_132 = torch.cuda.get_device_properties(0).multi_processor_count == 132
     script = TF32_STREAM_K_WIDE_SCRIPT.replace("{check_plan!r}", repr(on_132))
     check_wgmma_under_env("tf32_stream_k_plan", [(2048, 2560, 2048)], ["contiguous", "b_t"], {}, script)

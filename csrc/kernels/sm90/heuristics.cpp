@@ -588,6 +588,50 @@ Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
   return plan;
 }
 
+// Stream-K's clusters: the resident ones, or fewer where each dealt turn's k-tiles then split in
+// kMinShares to kMaxShares equal shares (the dealt turns dividing the clusters). Every tile is
+// then cut at the same K offsets, so the pieces running at once read the same k-tiles of A's rows
+// and B's columns, which L2 holds for the other tiles; shares cut at scattered offsets lose that.
+// 512×2560×28672 in tf32 over every turn of 128×256 tiles ran 254 µs on 120 blocks (3 a tile) and
+// 418–545 µs on 124 to 132; 2048×2560×28672's 14 last pair turns on 66 pairs 857 µs, its 16 on 64
+// 757, 20 on 60 782: the scattered dealt turns cost about 1 + kScatteredExtraTenths / 10 times
+// their share, and the fewer clusters are taken where their rounds (turns / clusters) cost less.
+// On the 124 forwards of the models grid whose grid this changed (H100, bf16 and tf32, session
+// 32): 2 to 4 shares a turn 1.016–1.09× faster by group, 1 share (whole tiles on fewer clusters)
+// 0.92×, 29 and 57 shares (one or two turns dealt in slivers, each a partial sum to add) 0.67–0.80×
+// (benchmarks/NOTES.md). Forced cluster counts (TORCH_GEMM_WGMMA_MAX_CLUSTERS) and stream-K's
+// one-round-more mode keep every resident cluster. Returns the clusters and sets *sk_turns and
+// *rule.
+namespace {
+
+constexpr int64_t kScatteredExtraTenths = 7;
+constexpr int64_t kMinShares = 2;
+constexpr int64_t kMaxShares = 4;
+
+int64_t stream_k_clusters(const Plan& plan, int64_t slots, const Overrides& o, int* sk_turns,
+                          StreamKRule* rule) {
+  if (o.max_clusters != INT_MAX || o.stream_k == 2) return slots;
+  const bool all = plan.shape.stream_k_all;
+  const int64_t scattered = all ? plan.turns : plan.turns % slots;
+  if (scattered <= slots && slots % scattered == 0) return slots;  // already equal shares
+  for (int64_t c = slots - 1; c * kMaxShares >= slots; --c) {
+    const int64_t dealt = all ? plan.turns : plan.turns % c;
+    if (dealt == 0 || c % dealt != 0 || c / dealt < kMinShares || c / dealt > kMaxShares) continue;
+    // The first such c is the most; take it only if its rounds cost less.
+    if (plan.turns * slots * 10 >= (plan.turns * 10 + kScatteredExtraTenths * scattered) * c) {
+      return slots;
+    }
+    StreamKRule aligned_rule = StreamKRule::kOn;
+    const int turns = stream_k_turns(plan.turns, c, plan.k_tiles, all, o, &aligned_rule);
+    if (turns <= 0) return slots;
+    *sk_turns = turns, *rule = aligned_rule;
+    return c;
+  }
+  return slots;
+}
+
+}  // namespace
+
 Grid plan_grid(const Plan& plan, int64_t resident, const Overrides& o) {
   Grid grid;
   grid.stream_k_rule = plan.product.stream_k_rule;
@@ -602,7 +646,10 @@ Grid plan_grid(const Plan& plan, int64_t resident, const Overrides& o) {
     grid.sk_turns = stream_k_turns(plan.turns, grid.slots, plan.k_tiles, plan.shape.stream_k_all,
                                    o, &grid.stream_k_rule);
     if (grid.sk_turns > 0) {
-      grid.blocks = grid.slots * cluster_m;
+      const int64_t clusters =
+          stream_k_clusters(plan, grid.slots, o, &grid.sk_turns, &grid.stream_k_rule);
+      grid.fewer_clusters = clusters < grid.slots;
+      grid.blocks = clusters * cluster_m;
       return grid;
     }
   }
@@ -678,19 +725,31 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
   static_assert(sizeof(kFixed) / sizeof(kFixed[0]) == static_cast<int>(StreamKRule::kTooManyUnits) + 1,
                 "a sentence per rule");
   if (kFixed[static_cast<int>(rule)] != nullptr) return kFixed[static_cast<int>(rule)];
-  const int64_t rest = plan.turns % grid.slots;
+  // The clusters the grid holds: all resident ones, or fewer that cut every dealt turn at the
+  // same K offsets (stream_k_clusters).
+  const int64_t clusters = grid.fewer_clusters ? grid.blocks / plan.shape.cluster_m() : grid.slots;
+  const std::string unit = plan.shape.clusters ? "pairs" : "blocks";
+  const std::string fewer =
+      grid.fewer_clusters
+          ? "; only " + str(clusters) + " of the " + str(grid.slots) + " resident " + unit +
+                " take them, so that each " + (plan.shape.stream_k_all ? "" : "dealt ") +
+                "turn's k-tiles split in " + str(clusters / grid.sk_turns) +
+                " equal shares: every tile is cut at the same K offsets, and the pieces running "
+                "at once share their operands in L2"
+          : "";
   if (rule == StreamKRule::kOn && plan.shape.stream_k_all) {
     return "every one of the " + str(plan.turns) + " turns (" + str(plan.k_tiles) +
-           " k-tiles each) is dealt to the " + str(grid.slots) + " resident " +
-           (plan.shape.clusters ? "pairs" : "blocks") + " as k-tiles, about " +
-           str(plan.turns * plan.k_tiles / grid.slots) + " each, partial sums meeting in the "
-           "workspace in a fixed order, so that every SM streams a share of B";
+           " k-tiles each) is dealt to " + str(clusters) + " " + unit + " as k-tiles, about " +
+           str(plan.turns * plan.k_tiles / clusters) + " each, partial sums meeting in the "
+           "workspace in a fixed order, so that " +
+           (grid.fewer_clusters ? std::string("nearly every") : std::string("every")) +
+           " SM streams a share of B" + fewer;
   }
   if (rule == StreamKRule::kOn) {
-    return "the last " + str(grid.sk_turns) + " turns (" + str(rest) + " left over after whole "
-           "rounds of " + str(grid.slots) + " clusters) are dealt to every cluster as k-tiles, "
-           "partial sums meeting in the workspace, so that no cluster idles through a last "
-           "partial round";
+    return "the last " + str(grid.sk_turns) + " turns (" + str(plan.turns % clusters) +
+           " left over after whole rounds of " + str(clusters) + " " + unit + ") are dealt to "
+           "every one of them as k-tiles, partial sums meeting in the workspace, so that none "
+           "idles through a last partial round" + fewer;
   }
   if (rule == StreamKRule::kWholeRounds) {
     return plan.turns <= grid.slots
@@ -699,6 +758,7 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
                : "off: the turns make whole rounds of the " + str(grid.slots) +
                      " resident clusters";
   }
+  const int64_t rest = plan.turns % grid.slots;
   return "off: the last round's " + str(grid.slots - rest) + " idle of " + str(grid.slots) +
          " clusters, " + str(plan.k_tiles) + " k-tiles each, would save each cluster fewer than " +
          str(kStreamKMinSaved) + " k-tiles, less than stream-K's partial sums cost";
@@ -961,6 +1021,10 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     r.grid = str(grid.blocks) + " blocks, persistent: " + str(plan.turns) + " turns over " +
              str(grid.slots) + " resident " + unit;
     if (o.max_clusters != INT_MAX) r.grid += " (capped by TORCH_GEMM_WGMMA_MAX_CLUSTERS)";
+    if (grid.fewer_clusters) {
+      r.grid += "; " + str(grid.blocks / s.cluster_m()) + " of them take turns, so that "
+                "stream-K cuts every tile at the same K offsets (see stream_k)";
+    }
     if (grid.sk_turns == 0 && plan.turns > grid.slots &&
         grid.blocks < grid.slots * s.cluster_m()) {
       r.grid += "; as few as keep the turns per block, so that idle SMs let the others clock "

@@ -190,6 +190,9 @@ struct Grid {
   int64_t blocks = 0;  // gridDim.x
   int sk_turns = 0;    // the last turns stream-K deals out as k-tiles (0: every turn whole)
   StreamKRule stream_k_rule = StreamKRule::kOn;
+  // Stream-K on fewer clusters than resident (blocks / cluster_m of them), so that it cuts every
+  // tile at the same K offsets (stream_k_clusters).
+  bool fewer_clusters = false;
 };
 Grid plan_grid(const Plan& plan, int64_t resident, const Overrides& o);
 
