@@ -101,6 +101,11 @@ DEFAULT_CASES = (
     Case("wgmma 128x256 single", "tf32: 8x10 = 80 tiles of 128x256 fill one short wave, where a "
          "pair's start costs more than sharing B saves",
          "wgmma_sm90", 1024, 2560, 256, dtype="float32", expect={**WIDE, "cluster": 1}),
+    Case("wgmma tf32 128x256 in equal shares", "tf32, 500x2500: 4x10 = 40 tiles of 128x256 would "
+         "leave half the SMs idle, so every turn is dealt out as k-tiles, its 122 k-tiles in 3 "
+         "equal shares on 120 of the 132 blocks, partials in the workspace",
+         "wgmma_sm90", 500, 2500, 3900, dtype="float32",
+         expect={**WIDE, "cluster": 1, "stream_k": True, "grid": 120}),
     Case("wgmma 64x256", "mm_tiled_row_sum takes no 128-column tiles: 4 tiles of 128x256 are "
          "fewer than half the SMs, so 64-row tiles",
          "wgmma_sm90", 200, 264, 72, op="row_sum", a_k_major=False,

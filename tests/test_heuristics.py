@@ -265,6 +265,49 @@ def test_tf32_128x256_tiles_take_stream_k():
     assert not p["stream_k"] and "3xTF32" in p["why"]["stream_k"]
 
 
+# tf32 products of more than 192 rows whose 64x256 tiles leave half the SMs idle take 128x256
+# tiles with every turn dealt out, where the turns split in 2 to 4 equal shares of 40 k-tiles or
+# more: 512x2560 (40 turns on 120 blocks, 3 shares), 256x5632 (44 on all 132), 1024x2048 (64 on
+# 128), 500x2500 (edges).
+@pytest.mark.parametrize("M, N, K, blocks", [
+    (512, 2560, 14336, 120),
+    (256, 5632, 8192, 132),
+    (1024, 2048, 8192, 128),
+    (500, 2500, 5000, 120),
+])
+def test_tf32_few_tiles_take_128x256_tiles_in_equal_shares(M, N, K, blocks):
+    p = plan(M, N, K, dtype=FP32, max_active_clusters=66)
+    assert tuple(p["tile"]) == (128, 256) and p["cluster"] == 1 and p["split_k"] == 1, p
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"] and p["grid"] == blocks, p
+    shares = blocks // p["turns"]
+    assert f"split in {shares} equal shares" in p["why"]["tile"]
+    assert_stream_k_grid(p)
+    assert p["workspace_bytes"] >= SMS * 128 * 256 * 4
+    assert_supported(p, FP32)
+    # The same product transposed (B N-major): tf32 runs it as C^T = B^T A^T, whose own tiles decide.
+    assert_supported(plan(M, N, K, dtype=FP32, b_strides=[N, 1], max_active_clusters=66), FP32)
+
+
+# Not at 128 rows (one row of 128-row tiles), nor with shares of fewer than 40 k-tiles, nor where
+# the turns split in no 2 to 4 equal shares that cost less (16 turns), nor in 16-bit, under forced
+# clusters, shapes or stream-K off, nor for 3xTF32's promoted tiles.
+@pytest.mark.parametrize("why, M, N, K, kwargs", [
+    ("one tile row", 128, 5120, 28672, {}),
+    ("shares of 32 k-tiles", 512, 2048, 4096, {}),   # 32 turns in 4 shares (128 blocks)
+    ("no equal shares", 512, 1024, 8192, {}),
+    ("16-bit", 512, 2560, 14336, {"dtype": BF16}),
+    ("forced clusters", 512, 2560, 14336, {"max_clusters": "100"}),
+    ("forced shape", 512, 2560, 14336, {"shape": "1x1"}),
+    ("stream-K off", 512, 2560, 14336, {"stream_k": "0"}),
+    ("3xTF32", 512, 2560, 14336, {"three_tf32": True}),
+])
+def test_tf32_few_tiles_keep_64_row_tiles(why, M, N, K, kwargs):
+    kwargs = {"dtype": FP32, **kwargs}
+    p = plan(M, N, K, max_active_clusters=66, **kwargs)
+    assert "every turn dealt out" not in p["why"]["tile"], (why, p)
+    assert not (tuple(p["tile"]) == (128, 256) and p["stream_k_turns"] == p["turns"]), (why, p)
+
+
 # Two-consumer tiles in 3 tile rows (128x128 ones up to 7) run unpaired: a pair would have a
 # block past M. Even rows, 9 rows, 128x192 tiles in 5 rows, tf32 and forced shapes keep their
 # pairs.
@@ -286,7 +329,7 @@ def test_odd_tile_rows_run_unpaired(M, N, K, tile, paired):
 
 
 def test_odd_tile_rows_of_tf32_or_a_forced_shape_keep_pairs():
-    assert plan(384, 5120, 5120, dtype=FP32, max_active_clusters=66)["cluster"] == 2
+    assert plan(384, 28672, 4096, dtype=FP32, max_active_clusters=66)["cluster"] == 2
     assert plan(384, 5120, 5120, shape="2x1x128", max_active_clusters=66)["cluster"] == 2
 
 

@@ -99,6 +99,47 @@ int split_slices(int64_t tiles, int64_t k_tiles, int64_t sms, int64_t min_k_tile
 // against 256 columns ran on 2 SMs at 0.17 of torch (H100, tf32 grid, session 31).
 constexpr int64_t kNarrowSplitMinKTiles = 8;
 
+// Stream-K's clusters: the resident ones, or fewer where each dealt turn's k-tiles then split in
+// kMinShares to kMaxShares equal shares (the dealt turns dividing the clusters). Every tile is
+// then cut at the same K offsets, so the pieces running at once read the same k-tiles of A's rows
+// and B's columns, which L2 holds for the other tiles; shares cut at scattered offsets lose that.
+// 512×2560×28672 in tf32 over every turn of 128×256 tiles ran 254 µs on 120 blocks (3 a tile) and
+// 418–545 µs on 124 to 132; 2048×2560×28672's 14 last pair turns on 66 pairs 857 µs, its 16 on 64
+// 757, 20 on 60 782: the scattered dealt turns cost about 1 + kScatteredExtraTenths / 10 times
+// their share, and the fewer clusters are taken where their rounds (turns / clusters) cost less.
+// On the 124 forwards of the models grid whose grid this changed (H100, bf16 and tf32, session
+// 32): 2 to 4 shares a turn 1.016–1.09× faster by group, 1 share (whole tiles on fewer clusters)
+// 0.92×, 29 and 57 shares (one or two turns dealt in slivers, each a partial sum to add) 0.67–0.80×
+// (benchmarks/NOTES.md). `all`: every turn is dealt (Shape::stream_k_all), else the turns past whole
+// rounds of the clusters.
+constexpr int64_t kScatteredExtraTenths = 7;
+constexpr int64_t kMinShares = 2;
+constexpr int64_t kMaxShares = 4;
+
+int64_t equal_share_clusters(int64_t turns, int64_t slots, bool all) {
+  const int64_t scattered = all ? turns : turns % slots;
+  if (scattered == 0 || (scattered <= slots && slots % scattered == 0)) return slots;
+  for (int64_t c = slots - 1; c * kMaxShares >= slots; --c) {
+    const int64_t dealt = all ? turns : turns % c;
+    if (dealt == 0 || c % dealt != 0 || c / dealt < kMinShares || c / dealt > kMaxShares) continue;
+    // The first such c is the most; take it only if its rounds cost less.
+    return turns * slots * 10 >= (turns * 10 + kScatteredExtraTenths * scattered) * c ? slots : c;
+  }
+  return slots;
+}
+
+// tf32 products of more than 192 rows whose 128×256 tiles would leave more than half the SMs
+// idle (which otherwise take 64×256 ones, split or not) take the 128×256 tiles with every turn
+// dealt out as k-tiles, where the turns split in kMinShares to kMaxShares equal shares
+// (equal_share_clusters) of at least this many k-tiles each: for as many multiply-adds or fewer, a
+// block then reads 0.3–0.6 of the operand bytes a 64×256 tile's block reads (4 to 2 shares).
+// Measured on the 123 weights of the models grid at 128 to 1024 rows (H100, session 33): the 100
+// products it takes 1.17× faster (geomean; 0.99–1.69), e.g. 512×2560×14336 1.60×; 256–512 rows
+// from 0.887 and 0.897 of torch to 0.934 and 0.959. At 128 rows (one row of 128-row tiles) mixed,
+// 0.84–1.19; with shares of 32 k-tiles 0.95–1.06, of 16–24 0.80–0.96.
+constexpr int64_t kTf32DealtMinNarrowRows = 4;
+constexpr int64_t kTf32DealtMinShareKTiles = 40;
+
 // Row sums are fused where the tile columns give at least this many slices of K: a tile's slice
 // then moves at most 1/8 of the bytes of A its product reads, which two warps' loads keep up with.
 // Otherwise row_sum_slices_kernel takes them before the product, in slices enough for about
@@ -285,7 +326,9 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // tiles: 64×256 where the 64×128 ones would not fit in one wave. Two-consumer tiles in 3 tile
 // rows (128×128 ones up to 7) run unpaired (kOddRowsUnpairedMax). tf32, which has no 128-column
 // tiles, splits its 64×256 tiles along K likewise where they leave half the SMs idle
-// (kNarrowSplitMinKTiles). (Measurements: benchmarks/NOTES.md.)
+// (kNarrowSplitMinKTiles); past 192 rows it takes 128×256 tiles with every turn dealt out instead,
+// where the turns split in equal shares of a long enough K (kTf32DealtMinShareKTiles).
+// (Measurements: benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   const bool tf32_splittable = tf32_can_split(p);
   const Overrides o = effective_overrides(p, given);
@@ -401,6 +444,21 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     const int split = split_slices(narrow_m * tiles_n * p.batch, k_tiles, sms,
                                    kNarrowSplitMinKTiles, F::kMaxNarrowSlices);
     if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kNarrowSplit;
+  }
+  if (tf32_splittable && shape.consumers == 1 && o.consumers == 0 &&
+      (o.stream_k == 1 || o.stream_k == 3) && o.max_clusters == INT_MAX &&
+      narrow_m >= kTf32DealtMinNarrowRows) {
+    Shape dealt = shape;  // 128×256, two consumers, unpaired (tf32's one short wave: kOneWave)
+    dealt.consumers = 2, dealt.block_n = static_cast<int>(kWgmmaBlockN), dealt.split_k = 1;
+    const int64_t turns = turns_of(dealt, 1);
+    const int64_t clusters = equal_share_clusters(turns, slots_of(1), true);
+    const int64_t shares = clusters % turns == 0 ? clusters / turns : 0;
+    if (shares >= kMinShares && shares <= kMaxShares &&
+        k_tiles >= shares * kTf32DealtMinShareKTiles && deals_every_turn(dealt)) {
+      shape = dealt;
+      shape.stream_k_all = true;
+      shape.tile_rule = TileRule::kWideStreamK;
+    }
   }
   shape.stream_k_keeps_wide = narrower_kept_out && shape.tile_rule == TileRule::kWide;
   Shape medium_shape = shape;
@@ -588,46 +646,21 @@ Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
   return plan;
 }
 
-// Stream-K's clusters: the resident ones, or fewer where each dealt turn's k-tiles then split in
-// kMinShares to kMaxShares equal shares (the dealt turns dividing the clusters). Every tile is
-// then cut at the same K offsets, so the pieces running at once read the same k-tiles of A's rows
-// and B's columns, which L2 holds for the other tiles; shares cut at scattered offsets lose that.
-// 512×2560×28672 in tf32 over every turn of 128×256 tiles ran 254 µs on 120 blocks (3 a tile) and
-// 418–545 µs on 124 to 132; 2048×2560×28672's 14 last pair turns on 66 pairs 857 µs, its 16 on 64
-// 757, 20 on 60 782: the scattered dealt turns cost about 1 + kScatteredExtraTenths / 10 times
-// their share, and the fewer clusters are taken where their rounds (turns / clusters) cost less.
-// On the 124 forwards of the models grid whose grid this changed (H100, bf16 and tf32, session
-// 32): 2 to 4 shares a turn 1.016–1.09× faster by group, 1 share (whole tiles on fewer clusters)
-// 0.92×, 29 and 57 shares (one or two turns dealt in slivers, each a partial sum to add) 0.67–0.80×
-// (benchmarks/NOTES.md). Forced cluster counts (TORCH_GEMM_WGMMA_MAX_CLUSTERS) and stream-K's
-// one-round-more mode keep every resident cluster. Returns the clusters and sets *sk_turns and
-// *rule.
 namespace {
 
-constexpr int64_t kScatteredExtraTenths = 7;
-constexpr int64_t kMinShares = 2;
-constexpr int64_t kMaxShares = 4;
-
+// Stream-K's clusters for its dealt turns, as plan_grid takes them (equal_share_clusters): given
+// forced cluster counts or stream-K's one-round-more mode, every resident cluster.
 int64_t stream_k_clusters(const Plan& plan, int64_t slots, const Overrides& o, int* sk_turns,
                           StreamKRule* rule) {
   if (o.max_clusters != INT_MAX || o.stream_k == 2) return slots;
   const bool all = plan.shape.stream_k_all;
-  const int64_t scattered = all ? plan.turns : plan.turns % slots;
-  if (scattered <= slots && slots % scattered == 0) return slots;  // already equal shares
-  for (int64_t c = slots - 1; c * kMaxShares >= slots; --c) {
-    const int64_t dealt = all ? plan.turns : plan.turns % c;
-    if (dealt == 0 || c % dealt != 0 || c / dealt < kMinShares || c / dealt > kMaxShares) continue;
-    // The first such c is the most; take it only if its rounds cost less.
-    if (plan.turns * slots * 10 >= (plan.turns * 10 + kScatteredExtraTenths * scattered) * c) {
-      return slots;
-    }
-    StreamKRule aligned_rule = StreamKRule::kOn;
-    const int turns = stream_k_turns(plan.turns, c, plan.k_tiles, all, o, &aligned_rule);
-    if (turns <= 0) return slots;
-    *sk_turns = turns, *rule = aligned_rule;
-    return c;
-  }
-  return slots;
+  const int64_t clusters = equal_share_clusters(plan.turns, slots, all);
+  if (clusters == slots) return slots;
+  StreamKRule aligned_rule = StreamKRule::kOn;
+  const int turns = stream_k_turns(plan.turns, clusters, plan.k_tiles, all, o, &aligned_rule);
+  if (turns <= 0) return slots;
+  *sk_turns = turns, *rule = aligned_rule;
+  return clusters;
 }
 
 }  // namespace
@@ -887,6 +920,17 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                           "/10 of a 128x256 tile's time, where the " + wide + " make " +
                           str(ceil_div(s.wide_tiles, sms)));
       break;
+    case TileRule::kWideStreamK: {
+      const int64_t shares = grid.blocks / std::max<int64_t>(plan.turns, 1);
+      r.tile = "128x256, two consumer warpgroups, every turn dealt out as k-tiles: as whole "
+               "tiles the " + wide + " would leave more than " + half + " idle, and the " +
+               str(ceil_div(p.M, kWgmmaNarrowBlockM) * ceil_div(p.N, kWgmmaBlockN) * p.batch) +
+               " of 64x256 read more operand bytes a block; the " + str(plan.turns) +
+               " turns split in " + str(shares) + " equal shares of K's " + str(plan.k_tiles) +
+               " k-tiles (" + str(kMinShares) + " to " + str(kMaxShares) + " shares of " +
+               str(kTf32DealtMinShareKTiles) + " or more; see stream_k)";
+      break;
+    }
     case TileRule::kMediumStreamK:
       r.tile = "128x128, two consumer warpgroups, every turn dealt out as k-tiles: " +
                str(s.medium_tiles) + " tiles of 128x128 in two rows (" +

@@ -57,7 +57,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // Which rule set the tile and the clusters (for explain's reasons).
 enum class TileRule {
   kWide, kNarrow, kNarrowSplit, kOneRowNarrow, kSmall, kSmallSplit, kSmallStreamK, kMedium,
-  kMediumStreamK, kMid, kForced, kPromoted
+  kMediumStreamK, kWideStreamK, kMid, kForced, kPromoted
 };
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows };
 
@@ -87,7 +87,8 @@ struct Shape {
   // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): 128×256 or
   // 128×128 tiles, or one row of 64×128 one-consumer tiles (M <= 64; in tf32, 64×256), under
   // TORCH_GEMM_WGMMA_STREAM_K=3; and by the plan itself, 128×128 tiles of two tile rows with a
-  // long K (TileRule::kMediumStreamK).
+  // long K (TileRule::kMediumStreamK) and tf32's 128×256 tiles in 2 to 4 equal shares where its
+  // 64×256 ones leave half the SMs idle (TileRule::kWideStreamK).
   bool stream_k_all = false;
 
   int block_m() const { return consumers * static_cast<int>(kWgmmaNarrowBlockM); }
