@@ -438,8 +438,9 @@ def test_wgmma_forced_wide_split():
 
 # tf32 with few rows against a weight: decode_sm80's tf32 tiles from 3 to 16 rows against weights
 # of moderate size (gemv for two rows and small weights), wgmma_sm90 past 16 rows or against
-# larger weights (and the CUDA cores with TF32 off, or with too few column tiles for wgmma and too
-# short a K to split); an odd K, at TF32's bound.
+# larger weights (and the CUDA cores with TF32 off; with too few column tiles for wgmma and too
+# short a K to split, decode_sm80 up to 32 rows, the CUDA cores past them); an odd K, at TF32's
+# bound.
 @requires_cuda
 @pytest.mark.parametrize("M, N, kernel", [
     (2, 4100, "gemv"), (3, 4100, "gemv"), (8, 4100, "decode_sm80"), (16, 4000, "decode_sm80"),
@@ -452,8 +453,10 @@ def test_tf32_few_rows_against_a_weight(M, N, kernel):
     x, w = randn((M, 516), torch.float32, "cuda", gen), randn((N, 516), torch.float32, "cuda", gen)
     with tf32_allowed(True):
         assert torch_gemm.explain(x, w.t())["kernel"] == kernel
-        if M > 16:  # 8 column tiles of 8 k-tiles, too few to split: the CUDA cores
-            assert torch_gemm.explain(x[:, :256], w[:2000, :256].t())["kernel"] == "multistage"
+        if M > 16:  # 8 column tiles of 8 k-tiles, too few to split: decode_sm80 up to 32 rows,
+            # then the CUDA cores
+            short_k = torch_gemm.explain(x[:, :256], w[:2000, :256].t())["kernel"]
+            assert short_k == ("decode_sm80" if M <= 32 else "multistage"), short_k
         assert_close_to_reference(torch_gemm.linear_tiled(x, w), x, w.t())
         odd_k = x[:, :515], w[:, :515]  # no 16-byte vectors: decode_sm80 hands it to gemv
         assert_close_to_reference(torch_gemm.linear_tiled(*odd_k), odd_k[0], odd_k[1].t())
