@@ -301,11 +301,23 @@ def test_tf32_few_tiles_take_128x256_tiles_in_equal_shares(M, N, K, blocks):
     ("stream-K off", 512, 2560, 14336, {"stream_k": "0"}),
     ("3xTF32", 512, 2560, 14336, {"three_tf32": True}),
 ])
-def test_tf32_few_tiles_keep_64_row_tiles(why, M, N, K, kwargs):
+def test_tf32_dealt_tiles_not_taken(why, M, N, K, kwargs):
     kwargs = {"dtype": FP32, **kwargs}
     p = plan(M, N, K, max_active_clusters=66, **kwargs)
     assert "every turn dealt out" not in p["why"]["tile"], (why, p)
     assert not (tuple(p["tile"]) == (128, 256) and p["stream_k_turns"] == p["turns"]), (why, p)
+    if kwargs["dtype"] == FP32 and not kwargs.get("three_tf32"):
+        assert tuple(p["tile"]) == (64, 256), (why, p)  # tf32's tiles where 128x256 would be few
+
+
+# One short wave of unpaired 128x256 tiles (tf32's, one a SM resident) reserves no stream-K
+# workspace: 1280x2560 is 100 tiles on 132 SMs, one round; 16-bit paired ones keep theirs.
+def test_one_round_of_unpaired_tiles_reserves_no_stream_k_workspace():
+    p = plan(1280, 2560, 2560, dtype=FP32, max_active_clusters=66)
+    assert tuple(p["tile"]) == (128, 256) and p["cluster"] == 1 and not p["stream_k"], p
+    assert p["workspace_bytes"] < SMS * 128 * 256 * 4 and "one round" in p["why"]["stream_k"], p
+    p = plan(1280, 2560, 2560, dtype=FP32, max_active_clusters=66, max_clusters="40")
+    assert p["stream_k"] and p["workspace_bytes"] >= SMS * 128 * 256 * 4, p  # forced few clusters
 
 
 # Two-consumer tiles in 3 tile rows (128x128 ones up to 7) run unpaired: a pair would have a

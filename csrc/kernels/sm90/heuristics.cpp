@@ -119,13 +119,23 @@ constexpr int64_t kMaxShares = 4;
 int64_t equal_share_clusters(int64_t turns, int64_t slots, bool all) {
   const int64_t scattered = all ? turns : turns % slots;
   if (scattered == 0 || (scattered <= slots && slots % scattered == 0)) return slots;
-  for (int64_t c = slots - 1; c * kMaxShares >= slots; --c) {
-    const int64_t dealt = all ? turns : turns % c;
-    if (dealt == 0 || c % dealt != 0 || c / dealt < kMinShares || c / dealt > kMaxShares) continue;
-    // The first such c is the most; take it only if its rounds cost less.
-    return turns * slots * 10 >= (turns * 10 + kScatteredExtraTenths * scattered) * c ? slots : c;
+  // The most clusters below slots whose dealt turns divide them in kMinShares to kMaxShares
+  // shares (every turn dealt: the largest such multiple of the turns, found directly).
+  int64_t c = 0;
+  if (all) {
+    const int64_t shares = std::min((slots - 1) / turns, kMaxShares);
+    c = shares >= kMinShares && turns * shares * kMaxShares >= slots ? turns * shares : 0;
+  } else {
+    for (int64_t d = slots - 1; d * kMaxShares >= slots && c == 0; --d) {
+      const int64_t dealt = turns % d;
+      if (dealt != 0 && d % dealt == 0 && d / dealt >= kMinShares && d / dealt <= kMaxShares) c = d;
+    }
   }
-  return slots;
+  // Taken only if its rounds cost less.
+  if (c == 0 || turns * slots * 10 >= (turns * 10 + kScatteredExtraTenths * scattered) * c) {
+    return slots;
+  }
+  return c;
 }
 
 // tf32 products of more than 192 rows whose 128×256 tiles would leave more than half the SMs
@@ -227,7 +237,9 @@ void plan_stream_k(const GemmParams& p, const Shape& shape, const Overrides& o, 
     plan->stream_k_rule = StreamKRule::kOn;
   } else if (shape.consumers != 2 || shape.block_n != kWgmmaBlockN || shape.split_k != 1) {
     plan->stream_k_rule = StreamKRule::kNotWideUnsplit;
-  } else if (tiles <= std::min<int64_t>(sms / 2, o.max_clusters)) {
+  } else if (tiles <= std::min<int64_t>(shape.clusters ? sms / 2 : sms, o.max_clusters)) {
+    // Unpaired blocks are resident one a SM, so that up to sms tiles make one round; pairs are
+    // counted as tiles against sms / 2 (fewer may be resident on other GPUs than an H100 SXM).
     plan->stream_k_rule = StreamKRule::kFewTiles;
   } else {
     plan->stream_k_rule = StreamKRule::kOn;
@@ -774,9 +786,8 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
     return "every one of the " + str(plan.turns) + " turns (" + str(plan.k_tiles) +
            " k-tiles each) is dealt to " + str(clusters) + " " + unit + " as k-tiles, about " +
            str(plan.turns * plan.k_tiles / clusters) + " each, partial sums meeting in the "
-           "workspace in a fixed order, so that " +
-           (grid.fewer_clusters ? std::string("nearly every") : std::string("every")) +
-           " SM streams a share of B" + fewer;
+           "workspace in a fixed order" +
+           (grid.fewer_clusters ? fewer : ", so that every resident block streams a share of B");
   }
   if (rule == StreamKRule::kOn) {
     return "the last " + str(grid.sk_turns) + " turns (" + str(plan.turns % clusters) +
@@ -979,7 +990,7 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                 str(s.split_k) + " blocks of a cluster take one each and add their partial sums "
                 "through distributed shared memory, in a fixed order";
   } else if (s.stream_k_all) {
-    r.split_k = "none: stream-K spreads K over every block instead (see stream_k)";
+    r.split_k = "none: stream-K spreads K over the blocks instead (see stream_k)";
   } else if (s.tile_rule == TileRule::kForced) {
     r.split_k = "none: forced by TORCH_GEMM_WGMMA_SHAPE";
   } else if (p.dtype == DType::kFloat32) {
@@ -1029,6 +1040,12 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                   "which costs more than sharing B saves";
       break;
     case ClusterRule::kOneWave:
+      if (s.tile_rule == TileRule::kWideStreamK) {
+        r.cluster = "single blocks: the tiles make one short wave of tf32, where a pair's start "
+                    "and its stages waiting on both blocks cost more than sharing B saves; each "
+                    "turn's equal shares run on single blocks (pairs on dealt tiles not measured)";
+        break;
+      }
       r.cluster = "single blocks: every block has one tile (one wave) " +
                   (sixteen_bit(p) ? "and K only " + str(plan.k_tiles) + " k-tiles (fewer than " +
                                         str(kPairOneWaveMinKTiles) + ")"
