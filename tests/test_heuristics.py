@@ -311,7 +311,7 @@ def test_tf32_dealt_tiles_not_taken(why, M, N, K, kwargs):
 
 
 # One short wave of unpaired 128x256 tiles (tf32's, one a SM resident) reserves no stream-K
-# workspace: 1280x2560 is 100 tiles on 132 SMs, one round; 16-bit paired ones keep theirs.
+# workspace: 1280x2560 is 100 tiles on 132 SMs, one round; a forced few clusters keep it.
 def test_one_round_of_unpaired_tiles_reserves_no_stream_k_workspace():
     p = plan(1280, 2560, 2560, dtype=FP32, max_active_clusters=66)
     assert tuple(p["tile"]) == (128, 256) and p["cluster"] == 1 and not p["stream_k"], p

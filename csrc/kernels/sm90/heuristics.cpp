@@ -138,6 +138,12 @@ int64_t equal_share_clusters(int64_t turns, int64_t slots, bool all) {
   return c;
 }
 
+// Whether plan_grid may take fewer clusters for equal shares: not under a forced cluster count
+// (TORCH_GEMM_WGMMA_MAX_CLUSTERS) nor in stream-K's one-round-more mode, which keep them all.
+bool equal_shares_allowed(const Overrides& o) {
+  return o.max_clusters == INT_MAX && o.stream_k != 2;
+}
+
 // tf32 products of more than 192 rows whose 128×256 tiles would leave more than half the SMs
 // idle (which otherwise take 64×256 ones, split or not) take the 128×256 tiles with every turn
 // dealt out as k-tiles, where the turns split in kMinShares to kMaxShares equal shares
@@ -457,9 +463,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
                                    kNarrowSplitMinKTiles, F::kMaxNarrowSlices);
     if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kNarrowSplit;
   }
-  if (tf32_splittable && shape.consumers == 1 && o.consumers == 0 &&
-      (o.stream_k == 1 || o.stream_k == 3) && o.max_clusters == INT_MAX &&
-      narrow_m >= kTf32DealtMinNarrowRows) {
+  if (tf32_splittable && shape.consumers == 1 && o.consumers == 0 && o.stream_k != 0 &&
+      equal_shares_allowed(o) && narrow_m >= kTf32DealtMinNarrowRows) {
     Shape dealt = shape;  // 128×256, two consumers, unpaired (tf32's one short wave: kOneWave)
     dealt.consumers = 2, dealt.block_n = static_cast<int>(kWgmmaBlockN), dealt.split_k = 1;
     const int64_t turns = turns_of(dealt, 1);
@@ -660,11 +665,11 @@ Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
 
 namespace {
 
-// Stream-K's clusters for its dealt turns, as plan_grid takes them (equal_share_clusters): given
-// forced cluster counts or stream-K's one-round-more mode, every resident cluster.
+// Stream-K's clusters for its dealt turns, as plan_grid takes them (equal_share_clusters), where
+// equal_shares_allowed.
 int64_t stream_k_clusters(const Plan& plan, int64_t slots, const Overrides& o, int* sk_turns,
                           StreamKRule* rule) {
-  if (o.max_clusters != INT_MAX || o.stream_k == 2) return slots;
+  if (!equal_shares_allowed(o)) return slots;
   const bool all = plan.shape.stream_k_all;
   const int64_t clusters = equal_share_clusters(plan.turns, slots, all);
   if (clusters == slots) return slots;
@@ -858,6 +863,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   }
 
   const std::string wide = str(s.wide_tiles) + " tiles of 128x256";
+  const int64_t narrow_tiles =
+      ceil_div(p.M, kWgmmaNarrowBlockM) * ceil_div(p.N, kWgmmaBlockN) * p.batch;
   const std::string half = "half of the " + str(sms) + " SMs";
   // Why 128-row tiles were not taken: too few of them, or (at most 64 rows) half empty.
   const std::string no_wide = s.wide_tiles < sms / 2
@@ -895,8 +902,7 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     case TileRule::kNarrowSplit:
       r.tile = "64x256 split in " + str(s.split_k) + " along K, one consumer warpgroup: " + wide +
                " would leave more than " + half + " idle, tf32 has no 128-column tiles (3xTF32's "
-               "alone), and the " +
-               str(ceil_div(p.M, kWgmmaNarrowBlockM) * ceil_div(p.N, kWgmmaBlockN) * p.batch) +
+               "alone), and the " + str(narrow_tiles) +
                " tiles of 64x256 leave half of the SMs idle; " +
                slices_reason(s.split_k, sms, kNarrowSplitMinKTiles, F::kMaxNarrowSlices);
       break;
@@ -935,8 +941,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       const int64_t shares = grid.blocks / std::max<int64_t>(plan.turns, 1);
       r.tile = "128x256, two consumer warpgroups, every turn dealt out as k-tiles: as whole "
                "tiles the " + wide + " would leave more than " + half + " idle, and the " +
-               str(ceil_div(p.M, kWgmmaNarrowBlockM) * ceil_div(p.N, kWgmmaBlockN) * p.batch) +
-               " of 64x256 read more operand bytes a block; the " + str(plan.turns) +
+               str(narrow_tiles) + " of 64x256 read more operand bytes a block; the " +
+               str(plan.turns) +
                " turns split in " + str(shares) + " equal shares of K's " + str(plan.k_tiles) +
                " k-tiles (" + str(kMinShares) + " to " + str(kMaxShares) + " shares of " +
                str(kTf32DealtMinShareKTiles) + " or more; see stream_k)";
