@@ -545,8 +545,9 @@ def test_wgmma_tf32_stream_k_by_the_plan():
     check_wgmma_under_env("tf32_stream_k_plan", [(2048, 2560, 2048)], ["contiguous", "b_t"], {}, script)
     # Every turn of 128x256 tiles dealt out in equal shares where the 64x256 tiles would be few:
     # 40 turns in 3 shares on 120 blocks, with edge tiles and a ragged K (122 k-tiles); 64 turns in
-    # 2 shares on 128 blocks; an N-major B runs the transposed product, whose turns split alike.
-    check_wgmma_under_env("tf32_dealt_plan", [(500, 2500, 3900), (1024, 2048, 8192)],
+    # 2 shares on 128 blocks; 16 in 8 on 128 (edges, 163 k-tiles); an N-major B runs the
+    # transposed product, whose turns split alike.
+    check_wgmma_under_env("tf32_dealt_plan", [(500, 2500, 3900), (1024, 2048, 8192), (250, 2000, 5200)],
                           ["contiguous", "b_t", "a_t"], {}, script)
 
 

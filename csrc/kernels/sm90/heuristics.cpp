@@ -100,7 +100,8 @@ int split_slices(int64_t tiles, int64_t k_tiles, int64_t sms, int64_t min_k_tile
 constexpr int64_t kNarrowSplitMinKTiles = 8;
 
 // Stream-K's clusters: the resident ones, or fewer where each dealt turn's k-tiles then split in
-// kMinShares to kMaxShares equal shares (the dealt turns dividing the clusters). Every tile is
+// kMinShares to max_shares equal shares (the dealt turns dividing the clusters; kMaxShares but for
+// tf32's kWideStreamK plans, Shape::stream_k_max_shares). Every tile is
 // then cut at the same K offsets, so the pieces running at once read the same k-tiles of A's rows
 // and B's columns, which L2 holds for the other tiles; shares cut at scattered offsets lose that.
 // 512×2560×28672 in tf32 over every turn of 128×256 tiles ran 254 µs on 120 blocks (3 a tile) and
@@ -114,21 +115,21 @@ constexpr int64_t kNarrowSplitMinKTiles = 8;
 // rounds of the clusters.
 constexpr int64_t kScatteredExtraTenths = 7;
 constexpr int64_t kMinShares = 2;
-constexpr int64_t kMaxShares = 4;
+constexpr int64_t kMaxShares = kStreamKMaxShares;
 
-int64_t equal_share_clusters(int64_t turns, int64_t slots, bool all) {
+int64_t equal_share_clusters(int64_t turns, int64_t slots, bool all, int64_t max_shares) {
   const int64_t scattered = all ? turns : turns % slots;
   if (scattered == 0 || (scattered <= slots && slots % scattered == 0)) return slots;
-  // The most clusters below slots whose dealt turns divide them in kMinShares to kMaxShares
+  // The most clusters below slots whose dealt turns divide them in kMinShares to max_shares
   // shares (every turn dealt: the largest such multiple of the turns, found directly).
   int64_t c = 0;
   if (all) {
-    const int64_t shares = std::min((slots - 1) / turns, kMaxShares);
-    c = shares >= kMinShares && turns * shares * kMaxShares >= slots ? turns * shares : 0;
+    const int64_t shares = std::min((slots - 1) / turns, max_shares);
+    c = shares >= kMinShares && turns * shares * max_shares >= slots ? turns * shares : 0;
   } else {
-    for (int64_t d = slots - 1; d * kMaxShares >= slots && c == 0; --d) {
+    for (int64_t d = slots - 1; d * max_shares >= slots && c == 0; --d) {
       const int64_t dealt = turns % d;
-      if (dealt != 0 && d % dealt == 0 && d / dealt >= kMinShares && d / dealt <= kMaxShares) c = d;
+      if (dealt != 0 && d % dealt == 0 && d / dealt >= kMinShares && d / dealt <= max_shares) c = d;
     }
   }
   // Taken only if its rounds cost less.
@@ -155,6 +156,16 @@ bool equal_shares_allowed(const Overrides& o) {
 // 0.84–1.19; with shares of 32 k-tiles 0.95–1.06, of 16–24 0.80–0.96.
 constexpr int64_t kTf32DealtMinNarrowRows = 4;
 constexpr int64_t kTf32DealtMinShareKTiles = 40;
+// And in up to kTf32DealtMaxShares shares, from 128 rows, where the 64×256 tiles' blocks (split or
+// not) would fill at most half the SMs, with K's kTf32DealtManySharesMinKTiles or more: 16 turns
+// of 128×256 tiles (256 rows against 2048 columns, 128 against 4096, 512 against 1024), whose
+// 64×256 tiles split only in two (64 blocks), in 8 shares on 128 blocks 1.07–1.76× faster than
+// those at 160 to 896 k-tiles, 0.91–1.05 at 128 (H200, session 33). equal_share_clusters' cost
+// rule leaves out the 8 turns of 256 rows against 1024 columns in 8 shares on 64 blocks (0.59–0.89
+// of the 64×256 tiles split in 4); 12 turns at 128 rows, whose 64×256 tiles split in 4 fill 96
+// SMs, keep them (in 8 shares on 96 blocks 0.73–1.16). Not measured below 128 rows.
+constexpr int64_t kTf32DealtMaxShares = 8;
+constexpr int64_t kTf32DealtManySharesMinKTiles = 160;
 
 // Row sums are fused where the tile columns give at least this many slices of K: a tile's slice
 // then moves at most 1/8 of the bytes of A its product reads, which two warps' loads keep up with.
@@ -344,8 +355,9 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // tiles: 64×256 where the 64×128 ones would not fit in one wave. Two-consumer tiles in 3 tile
 // rows (128×128 ones up to 7) run unpaired (kOddRowsUnpairedMax). tf32, which has no 128-column
 // tiles, splits its 64×256 tiles along K likewise where they leave half the SMs idle
-// (kNarrowSplitMinKTiles); past 192 rows it takes 128×256 tiles with every turn dealt out instead,
-// where the turns split in equal shares of a long enough K (kTf32DealtMinShareKTiles).
+// (kNarrowSplitMinKTiles); past 192 rows (from 128 where their blocks fill at most half the SMs
+// and K is long) it takes 128×256 tiles with every turn dealt out instead, where the turns split
+// in equal shares of a long enough K (kTf32DealtMinShareKTiles, kTf32DealtMaxShares).
 // (Measurements: benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   const bool tf32_splittable = tf32_can_split(p);
@@ -464,17 +476,28 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kNarrowSplit;
   }
   if (tf32_splittable && shape.consumers == 1 && o.consumers == 0 && o.stream_k != 0 &&
-      equal_shares_allowed(o) && narrow_m >= kTf32DealtMinNarrowRows) {
+      equal_shares_allowed(o) && p.M >= kWgmmaBlockM) {
     Shape dealt = shape;  // 128×256, two consumers, unpaired (tf32's one short wave: kOneWave)
     dealt.consumers = 2, dealt.block_n = static_cast<int>(kWgmmaBlockN), dealt.split_k = 1;
+    dealt.stream_k_all = true;
+    dealt.tile_rule = TileRule::kWideStreamK;
     const int64_t turns = turns_of(dealt, 1);
-    const int64_t clusters = equal_share_clusters(turns, slots_of(1), true);
-    const int64_t shares = clusters % turns == 0 ? clusters / turns : 0;
-    if (shares >= kMinShares && shares <= kMaxShares &&
-        k_tiles >= shares * kTf32DealtMinShareKTiles && deals_every_turn(dealt)) {
-      shape = dealt;
-      shape.stream_k_all = true;
-      shape.tile_rule = TileRule::kWideStreamK;
+    const int64_t narrow_blocks = narrow_m * tiles_n * p.batch * shape.split_k;
+    const bool many = narrow_blocks * 2 <= sms && k_tiles >= kTf32DealtManySharesMinKTiles;
+    // Up to 8 shares where that is allowed, else (or where that finds none) up to 4.
+    const int64_t max_shares_tried[] = {kTf32DealtMaxShares, kMaxShares};
+    for (int i = many ? 0 : 1; i < 2; ++i) {
+      const int64_t max_shares = max_shares_tried[i];
+      const int64_t clusters = equal_share_clusters(turns, slots_of(1), true, max_shares);
+      const int64_t shares = clusters % turns == 0 ? clusters / turns : 0;
+      const bool few_ok = narrow_m >= kTf32DealtMinNarrowRows && shares >= kMinShares &&
+                          shares <= kMaxShares && k_tiles >= shares * kTf32DealtMinShareKTiles;
+      const bool many_ok = many && shares > kMaxShares && shares <= kTf32DealtMaxShares;
+      if ((few_ok || many_ok) && deals_every_turn(dealt)) {
+        dealt.stream_k_max_shares = static_cast<int>(max_shares);
+        shape = dealt;
+        break;
+      }
     }
   }
   shape.stream_k_keeps_wide = narrower_kept_out && shape.tile_rule == TileRule::kWide;
@@ -671,7 +694,8 @@ int64_t stream_k_clusters(const Plan& plan, int64_t slots, const Overrides& o, i
                           StreamKRule* rule) {
   if (!equal_shares_allowed(o)) return slots;
   const bool all = plan.shape.stream_k_all;
-  const int64_t clusters = equal_share_clusters(plan.turns, slots, all);
+  const int64_t clusters =
+      equal_share_clusters(plan.turns, slots, all, plan.shape.stream_k_max_shares);
   if (clusters == slots) return slots;
   StreamKRule aligned_rule = StreamKRule::kOn;
   const int turns = stream_k_turns(plan.turns, clusters, plan.k_tiles, all, o, &aligned_rule);
@@ -944,8 +968,14 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                str(narrow_tiles) + " of 64x256 read more operand bytes a block; the " +
                str(plan.turns) +
                " turns split in " + str(shares) + " equal shares of K's " + str(plan.k_tiles) +
-               " k-tiles (" + str(kMinShares) + " to " + str(kMaxShares) + " shares of " +
-               str(kTf32DealtMinShareKTiles) + " or more; see stream_k)";
+               " k-tiles (" +
+               (shares > kMaxShares
+                    ? "up to " + str(kTf32DealtMaxShares) + " shares where the 64x256 tiles " +
+                          "would fill at most half the SMs, with " +
+                          str(kTf32DealtManySharesMinKTiles) + " k-tiles or more"
+                    : str(kMinShares) + " to " + str(kMaxShares) + " shares of " +
+                          str(kTf32DealtMinShareKTiles) + " k-tiles or more") +
+               "; see stream_k)";
       break;
     }
     case TileRule::kMediumStreamK:

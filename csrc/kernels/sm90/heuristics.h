@@ -61,6 +61,10 @@ enum class TileRule {
 };
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows };
 
+// The most equal shares stream-K's grid cuts each dealt turn in, on fewer clusters than resident
+// (heuristics.cpp's equal_share_clusters), but for tf32's kWideStreamK tiles.
+constexpr int kStreamKMaxShares = 4;
+
 // How a product is spread over the blocks: the tile (consumers × 64 rows, block_n columns),
 // pairs of blocks sharing B (clusters), or split_k slices of K per 128×256 or 64×128 tile (tf32:
 // 64×256).
@@ -87,9 +91,13 @@ struct Shape {
   // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): 128×256 or
   // 128×128 tiles, or one row of 64×128 one-consumer tiles (M <= 64; in tf32, 64×256), under
   // TORCH_GEMM_WGMMA_STREAM_K=3; and by the plan itself, 128×128 tiles of two tile rows with a
-  // long K (TileRule::kMediumStreamK) and tf32's 128×256 tiles in 2 to 4 equal shares where its
-  // 64×256 ones leave half the SMs idle (TileRule::kWideStreamK).
+  // long K (TileRule::kMediumStreamK) and tf32's 128×256 tiles in 2 to 8 equal shares where they
+  // would leave half the SMs idle (TileRule::kWideStreamK).
   bool stream_k_all = false;
+  // The most equal shares plan_grid may cut every dealt turn in, on fewer clusters than resident
+  // (heuristics.cpp's equal_share_clusters): 4, or 8 for tf32's kWideStreamK tiles where the
+  // 64×256 tiles would fill at most half the SMs.
+  int stream_k_max_shares = kStreamKMaxShares;
 
   int block_m() const { return consumers * static_cast<int>(kWgmmaNarrowBlockM); }
   int cluster_m() const { return clusters ? 2 : 1; }
