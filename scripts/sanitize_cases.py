@@ -116,8 +116,13 @@ DEFAULT_CASES = (
          "wgmma_sm90", 64, 1024, 1024, expect={"tile": (64, 128), "split_k": 2}),
     Case("wgmma 64x128 split 4", "2 tiles of 64x128, 32 k-tiles: 4 slices of 8",
          "wgmma_sm90", 64, 256, 2048, expect={"tile": (64, 128), "split_k": 4}),
-    Case("wgmma 64x128 split 8", "1 tile of 64x128, 128 k-tiles: 8 slices of 16 (a cluster of 8)",
-         "wgmma_sm90", 64, 128, 8192, expect={"tile": (64, 128), "split_k": 8}),
+    Case("wgmma 64x128 split 8", "8 tiles of 64x128, 128 k-tiles: 8 slices of 16 (a cluster of "
+         "8); 16 clusters would outnumber the 14 resident",
+         "wgmma_sm90", 64, 1024, 8192, expect={"tile": (64, 128), "split_k": 8, "split_groups": 1}),
+    Case("wgmma 64x128 split 8 in 4 clusters", "1 tile of 64x128, 128 k-tiles: 32 slices of 4 over "
+         "4 clusters of 8, each cluster's sums through distributed shared memory, then the "
+         "clusters' through the workspace, added by the last",
+         "wgmma_sm90", 64, 128, 8192, expect={"tile": (64, 128), "split_k": 8, "split_groups": 4}),
     Case("wgmma 64x256 one row", "16 rows: 112 tiles of 128x256 would be half empty rows, and 224 "
          "of 64x128 not fit in one wave",
          "wgmma_sm90", 16, 28672, 512, expect={"tile": (64, 256), "consumers": 1, "split_k": 1}),
@@ -158,13 +163,19 @@ DEFAULT_CASES = (
     Case("wgmma tf32", "float32 with both operands K-major: the tf32 wgmma reads them as they are",
          "wgmma_sm90", 200, 264, 72, dtype="float32",
          expect={"transposed": False, "store": "tma", "tile": (64, 256)}),
-    Case("wgmma tf32 split 8", "tf32, 2 tiles of 64x256 with 256 k-tiles: each split in 8 slices "
+    Case("wgmma tf32 split 8", "tf32, 8 tiles of 64x256 with 256 k-tiles: each split in 8 slices "
          "(a cluster of 8), partials added through distributed shared memory, one box a block",
-         "wgmma_sm90", 128, 256, 8192, dtype="float32", expect={"tile": (64, 256), "split_k": 8}),
+         "wgmma_sm90", 64, 2048, 8192, dtype="float32",
+         expect={"tile": (64, 256), "split_k": 8, "split_groups": 1}),
+    Case("wgmma tf32 split 8 in 4 clusters", "tf32 linear with a bias, 2 tiles of 64x256 with 256 "
+         "k-tiles: 32 slices of 8 over 4 clusters of 8 a tile, the clusters' sums through the "
+         "workspace; the bias enters with the first cluster's first slice",
+         "wgmma_sm90", 128, 256, 8192, dtype="float32", op="linear",
+         expect={"tile": (64, 256), "split_k": 8, "split_groups": 4}),
     Case("wgmma tf32 split 8 transposed", "tf32 with an N-major B: the transposed product's 4 "
-         "tiles split in 8, whose 32 owned columns are narrower than a transposed box: from "
-         "registers", "wgmma_sm90", 128, 256, 8192, dtype="float32", b_k_major=False,
-         expect={"transposed": True, "tile": (64, 256), "split_k": 8}),
+         "tiles split in 8 over 2 clusters, whose 32 owned columns are narrower than a transposed "
+         "box: from registers", "wgmma_sm90", 128, 256, 8192, dtype="float32", b_k_major=False,
+         expect={"transposed": True, "tile": (64, 256), "split_k": 8, "split_groups": 2}),
     Case("wgmma tf32 split 4 transposed", "tf32 with an N-major B: the transposed product's 16 "
          "tiles split in 4, each block storing its two transposed boxes",
          "wgmma_sm90", 256, 1024, 4096, dtype="float32", b_k_major=False,

@@ -31,6 +31,11 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     assert tile in {(128, 256), (64, 256)} | ({(64, 128), (128, 128), (128, 192)} if sixteen_bit else set()), p
     assert p["consumers"] == tile[0] // 64
     assert split in (1, 2, 4, 8) and cluster in (1, 2)
+    groups = p["split_groups"]
+    assert groups in (1, 2, 4, 8)
+    if groups > 1:  # several clusters of a whole cluster's 8 slices a one-consumer tile
+        assert split == 8 and p["consumers"] == 1 and not p["stream_k"], p
+        assert p["workspace_bytes"] >= (groups - 1) * p["tiles"] * tile[0] * tile[1] * 4, p
     if split > 1:
         assert cluster == 1, p
         if sixteen_bit:
@@ -66,7 +71,7 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
         assert p["grid"] <= p["resident"] * cluster
         assert p["grid"] <= p["turns"] * cluster or p["stream_k_turns"] == p["turns"]
     else:
-        assert p["grid"] == p["turns"] * split
+        assert p["grid"] == p["turns"] * split * groups
     assert set(p["why"]) == {"transposed", "a", "b", "store", "tile", "cluster", "split_k", "stream_k",
                              "row_sum", "grid"}
     assert all(isinstance(v, str) and v for v in p["why"].values())
@@ -113,6 +118,60 @@ def test_few_64x128_tiles_split_k(M, N, K, split):
     assert p["grid"] == p["tiles"] * split <= SMS
     assert f"{split} slices of K" in p["why"]["split_k"]
     assert_supported(p, BF16)
+
+
+# Where even a whole cluster of 8 slices a tile leaves most SMs idle, 2, 4 or 8 clusters share each
+# tile: doubling while the tiles' clusters fit in the 14 resident on 132 SMs and each of the
+# 8 x groups slices keeps at least 4 k-tiles (64 elements for 16-bit, 32 for tf32).
+@pytest.mark.parametrize("M, N, K, dtype, tile, groups", [
+    (64, 256, 8192, FP32, (64, 256), 8),     # one tile, 256 k-tiles: 64 slices of 4
+    (32, 256, 4096, FP32, (64, 256), 4),     # 128 k-tiles: 32 slices of 4
+    (128, 256, 8192, FP32, (64, 256), 4),    # 2 tiles: 8 clusters (16 would not fit)
+    (128, 512, 8192, FP32, (64, 256), 2),    # 4 tiles
+    (64, 256, 4096, BF16, (64, 128), 2),     # 2 tiles, 64 k-tiles: 16 slices of 4
+    (48, 300, 6001, FP16, (64, 128), 2),     # 3 tiles (an edge in N), 94 k-tiles
+    (64, 256, 16384, BF16, (64, 128), 4),    # 2 tiles: 8 clusters
+    (64, 128, 8192, BF16, (64, 128), 4),     # 1 tile, 128 k-tiles: 32 slices of 4
+    (64, 128, 16384, BF16, (64, 128), 8),    # 256 k-tiles: 64 slices
+])
+def test_few_split_tiles_take_several_clusters(M, N, K, dtype, tile, groups):
+    p = plan(M, N, K, dtype=dtype)
+    assert tuple(p["tile"]) == tile and p["split_k"] == 8 and p["split_groups"] == groups, p
+    assert p["grid"] == p["tiles"] * 8 * groups <= SMS
+    assert p["tiles"] * groups <= 14 < p["tiles"] * groups * 2 or groups == 8 or \
+        math.ceil(K / (32 if dtype == FP32 else 64)) < 8 * groups * 2 * 4
+    assert f"8 slices of K in each of {groups} clusters" in p["why"]["split_k"]
+    assert f"{groups} clusters" in p["why"]["grid"]
+    assert p["resident"] is None and p["workspace_bytes"] > 0
+    assert_supported(p, dtype)
+
+
+@pytest.mark.parametrize("M, N, K, dtype", [
+    (64, 256, 2048, BF16),    # 32 k-tiles: 4 slices of 8, no whole cluster
+    (64, 1024, 8192, BF16),   # 8 tiles: 16 clusters would not fit in 14
+    (64, 256, 1024, FP32),    # 32 k-tiles: 4 slices
+    (200, 1001, 2050, FP32),  # the split tiles fill the SMs
+])
+def test_split_tiles_in_one_cluster(M, N, K, dtype):
+    p = plan(M, N, K, dtype=dtype)
+    assert p["split_groups"] == 1 and p["workspace_bytes"] == plan(M, N, K, dtype=dtype, stream_k="0")["workspace_bytes"]
+    assert_supported(p, dtype)
+
+
+def test_split_groups_follow_the_overrides():
+    p = plan(100, 300, 3000, shape="1x8x128x2")   # 2x3 tiles in 2 clusters of 8 each: 96 blocks
+    assert p["split_k"] == 8 and p["split_groups"] == 2 and p["grid"] == 6 * 16
+    assert "forced" in p["why"]["split_k"] and "2 clusters" in p["why"]["cluster"]
+    # 4 clusters of 6 tiles would outnumber the 14 resident: halved
+    assert plan(100, 300, 3000, shape="1x8x128x4")["split_groups"] == 2
+    assert plan(60, 100, 3000, shape="1x8x128x8")["split_groups"] == 8
+    p = plan(100, 300, 3000, dtype=FP32, shape="1x8x256x2")
+    assert tuple(p["tile"]) == (64, 256) and p["split_k"] == 8 and p["split_groups"] == 2
+    assert plan(64, 256, 8192, dtype=FP32, shape="1x8x256x1")["split_groups"] == 1  # as forced
+    # invalid: groups of fewer slices than a cluster, of 3, of two-consumer tiles; ignored whole
+    for shape in ("1x4x128x2", "1x8x128x3", "2x2x256x2", "1x8x128x16"):
+        assert plan(100, 300, 3000, shape=shape) == plan(100, 300, 3000), shape
+    assert plan(100, 300, 3000, dtype=BF16, shape="1x8x256x2") == plan(100, 300, 3000, dtype=BF16)  # tf32's
 
 
 # TORCH_GEMM_WGMMA_STREAM_K=3: one row of 64x128 tiles (M <= 64), split or not, dealt out whole as
@@ -403,7 +462,7 @@ def test_few_tiles_in_tf32_take_64x256_tiles():
 # the SMs idle, as many slices as one wave of clusters takes (66 pairs, 28 of 4, 14 of 8 on 132
 # SMs) with 8 k-tiles (of 32 floats) or more each.
 @pytest.mark.parametrize("M, N, K, split", [
-    (128, 256, 8192, 8),     # 2 tiles, 256 k-tiles
+    (128, 256, 8192, 8),     # 2 tiles, 256 k-tiles (4 clusters of 8 a tile)
     (256, 1024, 4096, 4),    # 16 tiles
     (512, 1024, 4096, 2),    # 32 tiles
     (64, 2048, 8192, 8),     # 8 tiles
@@ -418,7 +477,7 @@ def test_few_tf32_tiles_split_k(M, N, K, split):
     if split > 1:
         assert p["cluster"] == 1 and f"{split} slices of K" in p["why"]["split_k"]
         assert "split in" in p["why"]["tile"]
-        assert p["grid"] == p["turns"] * split
+        assert p["grid"] == p["turns"] * split * p["split_groups"]
     else:
         assert "too short to split" in p["why"]["split_k"]
     assert_supported(p, FP32)

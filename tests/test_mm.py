@@ -225,7 +225,8 @@ WGMMA_MID_SHAPES = [(1, 1024, 2560, 2048), (1, 1000, 2504, 1100), (1, 1000, 2501
 # with C rows of 1001 elements; batched; two tile rows, the second ragged (47 k-tiles in 2).
 WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 4096), (1, 128, 4096, 2048), (1, 16, 2048, 2048),
                             (1, 50, 2001, 3000), (1, 64, 1000, 2053), (1, 20, 1000, 8200),
-                            (1, 30, 1001, 9001), (3, 40, 1024, 4096), (1, 100, 2048, 3000)]
+                            (1, 30, 1001, 9001), (3, 40, 1024, 4096), (1, 100, 2048, 3000),
+                            (1, 64, 256, 4096), (1, 48, 300, 6001), (2, 64, 128, 8192)]
 
 
 # wgmma_sm90 deals every turn of 128×128 tiles out as k-tiles where 193 to 256 rows (two tile
@@ -290,7 +291,8 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "small_tiles": (WGMMA_SMALL_SHAPES, [(1000, 1000, 1000), (130, 250, 127)]),
     "medium_tiles": (WGMMA_MEDIUM_SHAPES, [(1024, 1104, 2100), (1000, 2001, 2500)]),
     "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
-    "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 2053), (20, 1000, 8200)]),
+    "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 2053), (20, 1000, 8200),
+                                                 (64, 256, 4096)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
     "odd_rows": (WGMMA_ODD_ROWS_SHAPES, [(384, 4096, 4096), (330, 4001, 3000)]),
     "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES, [(256, 2048, 10240), (200, 4001, 10307)]),
@@ -345,9 +347,10 @@ def check_wgmma_under_env(tag, shapes, layouts, env, script=ENV_SCRIPT):
 
 
 # Split 64×128 tiles forced (TORCH_GEMM_WGMMA_SHAPE=1xSx128) onto shapes whose K leaves slices
-# empty (their blocks add zeros), K of 1 and a prime K, every layout.
+# empty (their blocks add zeros), K of 1 and a prime K, every layout; and (1x8x128xG) 8 slices
+# over G clusters a tile (as many as 14 resident clusters hold: 6 tiles in 2, 2 in 4 and 8).
 @requires_cuda
-@pytest.mark.parametrize("shape", ["1x2x128", "1x4x128", "1x8x128"])
+@pytest.mark.parametrize("shape", ["1x2x128", "1x4x128", "1x8x128", "1x8x128x2", "1x8x128x8"])
 def test_wgmma_forced_small_split(shape):
     check_wgmma_under_env(f"forced_split {shape}", [(70, 300, 100), (5, 129, 1), (64, 256, 131), (130, 1000, 577)],
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": shape})
@@ -391,26 +394,28 @@ TF32_SPLIT_SHAPES = [(70, 300, 100), (5, 129, 1), (64, 256, 131), (130, 1000, 57
 
 
 @requires_cuda
-@pytest.mark.parametrize("shape", ["1x2", "1x4", "1x8"])
+@pytest.mark.parametrize("shape", ["1x2", "1x4", "1x8", "1x8x256x2", "1x8x256x8"])
 @pytest.mark.parametrize("store", ["tma", "registers"])
 def test_wgmma_tf32_split(shape, store):
     env = {"TORCH_GEMM_WGMMA_SHAPE": shape}
     if store == "registers":
         env["TORCH_GEMM_WGMMA_STORE"] = "registers"
-    script = TF32_SPLIT_SCRIPT.replace("{split!r}", repr(int(shape[-1])))
+    script = TF32_SPLIT_SCRIPT.replace("{split!r}", repr(int(shape.split("x")[1])))
     check_wgmma_under_env(f"tf32_split {shape} {store}", TF32_SPLIT_SHAPES, LAYOUTS, env, script)
 
 
-# The plan's own tf32 split (no override): on 132 SMs 8 slices of 2 tiles, 4 of 16, 2 of 64 (1000³).
+# The plan's own tf32 split (no override): on 132 SMs 8 slices of 2 tiles over 4 clusters a tile,
+# 8 of 1 tile over 8 clusters, 4 of 16, 2 of 64 (1000³).
 @requires_cuda
 def test_wgmma_tf32_split_by_the_plan():
     skip_unless_wgmma()
-    shapes = [(128, 256, 8192), (256, 1024, 4096), (1000, 1000, 1000)]
+    shapes = [(128, 256, 8192), (40, 200, 8200), (256, 1024, 4096), (1000, 1000, 1000)]
     if torch.cuda.get_device_properties(0).multi_processor_count == 132:
         with tf32_allowed(True):
-            for (M, N, K), split in zip(shapes, (8, 4, 2)):
+            for (M, N, K), split, groups in zip(shapes, (8, 8, 4, 2), (4, 8, 1, 1)):
                 a, b = torch.empty(M, K, device="cuda"), torch.empty(K, N, device="cuda")
-                assert torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["split_k"] == split
+                p = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
+                assert (p["split_k"], p["split_groups"]) == (split, groups), (M, N, K, p["why"])
     script = TF32_SPLIT_SCRIPT.replace("{split!r}", "None")
     check_wgmma_under_env("tf32_split_plan", shapes, ["contiguous", "b_t"], {}, script)
 

@@ -133,6 +133,7 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
   d["consumers"] = plan.shape.consumers;
   d["cluster"] = plan.shape.cluster_m();
   d["split_k"] = plan.shape.split_k;
+  d["split_groups"] = plan.shape.split_groups;
   d["stream_k"] = grid.sk_turns > 0;
   d["stream_k_turns"] = grid.sk_turns;
   d["a"] = describe_operand(plan.product.a);

@@ -93,6 +93,25 @@ int split_slices(int64_t tiles, int64_t k_tiles, int64_t sms, int64_t min_k_tile
   return split;
 }
 
+// Where a tile's 8 slices (a cluster) still leave most SMs idle, 2, 4 or 8 clusters share it
+// (Shape::split_groups), doubling while the clusters fit in one wave and each of the
+// 8 × groups slices keeps at least this many k-tiles. A split tile's blocks stream their slice
+// of B from HBM, and few blocks cannot draw its bandwidth: 64 rows against 256 columns of tf32,
+// one tile on 8 SMs, ran at 0.65 of torch (H100, session 34's record).
+constexpr int64_t kSplitGroupMinKTiles = 4;
+
+int split_groups_of(int64_t tiles, int64_t k_tiles, int64_t sms) {
+  static_assert(F::kMaxSmallSlices == F::kMaxNarrowSlices, "one cluster size for both splits");
+  const int cluster = F::kMaxSmallSlices;
+  int groups = 1;
+  while (groups < F::kMaxSplitGroups &&
+         tiles * groups * 2 <= resident_split_clusters(sms, cluster) &&
+         k_tiles >= int64_t{cluster} * groups * 2 * kSplitGroupMinKTiles) {
+    groups *= 2;
+  }
+  return groups;
+}
+
 // tf32 (not 3xTF32's promoted tiles) has no 128-column tiles: where its 64×256 tiles leave most
 // SMs idle, each is split along K like the 16-bit 64×128 ones, in 2, 4 or 8 slices as fit in one
 // wave of clusters with at least this many k-tiles (of 32 floats) each. Without it, 128 rows
@@ -200,7 +219,7 @@ bool tf32_can_split(const GemmParams& p) {
 Overrides effective_overrides(const GemmParams& p, const Overrides& given) {
   Overrides o = given;
   if (o.consumers == 1 && o.block_n == kWgmmaBlockN && o.split_k > 1 && !tf32_can_split(p)) {
-    o.consumers = 0, o.split_k = 0;
+    o.consumers = 0, o.split_k = 0, o.split_groups = 1;
   }
   return o;
 }
@@ -271,6 +290,25 @@ void plan_stream_k(const GemmParams& p, const Shape& shape, const Overrides& o, 
   plan->stream_k_bytes = plan->workspace_bytes - plan->stream_k_offset;
 }
 
+// A split tile's clusters' partial sums, where Shape::split_groups > 1: every group's but the
+// last's (each block's owned columns after its cluster's reduction: a tile's floats a group and
+// tile) and a flag per block and consumer, in stream-K's place (a split product has no stream-K).
+void plan_split_groups(const GemmParams& p, const Shape& shape, WgmmaPlan* plan) {
+  if (shape.split_groups <= 1) return;
+  const int64_t tiles = ceil_div(p.M, shape.block_m()) * ceil_div(p.N, shape.block_n) * p.batch;
+  const int64_t partial_tiles = (shape.split_groups - 1) * tiles;
+  plan->stream_k_offset = plan->workspace_bytes;
+  plan->stream_k_flags_offset =
+      plan->stream_k_offset +
+      round_up(partial_tiles * shape.block_m() * shape.block_n * int64_t{sizeof(float)},
+               F::kWorkspaceAlignBytes);
+  plan->workspace_bytes =
+      plan->stream_k_flags_offset +
+      round_up(partial_tiles * shape.split_k * shape.consumers * int64_t{sizeof(int)},
+               F::kWorkspaceAlignBytes);
+  plan->stream_k_bytes = plan->workspace_bytes - plan->stream_k_offset;
+}
+
 // How many of the last turns stream-K deals out as k-tiles, where the workspace allows it and
 // the turns leave the last round of `slots` clusters idle long enough (kStreamKMinSaved); `all`
 // (Shape::stream_k_all): every turn. 0: none. The walk's arithmetic (units × clusters) stays
@@ -311,9 +349,10 @@ int stream_k_turns(int64_t turns, int64_t slots, int64_t k_tiles, bool all, cons
 Overrides parse_overrides(const char* shape, const char* cluster, const char* stream_k,
                           const char* max_clusters, const char* store) {
   Overrides o;
-  int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
-  const int fields =
-      shape == nullptr ? 0 : std::sscanf(shape, "%dx%dx%d", &consumers, &split_k, &block_n);
+  int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN), groups = 1;
+  const int fields = shape == nullptr ? 0
+                                      : std::sscanf(shape, "%dx%dx%dx%d", &consumers, &split_k,
+                                                    &block_n, &groups);
   const bool small = block_n == kWgmmaSmallBlockN &&
                      ((consumers == 1 && (split_k == 1 || split_k == 2 || split_k == 4 ||
                                           split_k == F::kMaxSmallSlices)) ||
@@ -322,10 +361,14 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
   const bool mid = block_n == kWgmmaMidBlockN && consumers == 2 && split_k == 1;
   const bool narrow_split = block_n == kWgmmaBlockN && consumers == 1 &&
                             (split_k == 2 || split_k == 4 || split_k == F::kMaxNarrowSlices);
+  // Groups of clusters: only on one-consumer tiles split in a whole cluster of 8.
+  const bool grouped = consumers == 1 && split_k == F::kMaxSmallSlices && (small || narrow_split) &&
+                       (groups == 2 || groups == 4 || groups == F::kMaxSplitGroups);
   if (fields >= 2 && (consumers == 1 || consumers == 2) &&
       (split_k == 1 || split || small || narrow_split) &&
-      (block_n == kWgmmaBlockN || small || mid)) {
+      (block_n == kWgmmaBlockN || small || mid) && (fields < 4 || groups == 1 || grouped)) {
     o.consumers = consumers, o.split_k = split_k, o.block_n = block_n;
+    o.split_groups = fields == 4 ? groups : 1;
   }
   o.clusters = cluster == nullptr || cluster[0] != '1';
   o.stream_k = stream_k == nullptr || stream_k[0] < '0' || stream_k[0] > '3' ? 1 : stream_k[0] - '0';
@@ -557,6 +600,21 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
       shape.tile_rule = TileRule::kNarrow;  // tf32's 64×256, dealt out instead of split
     }
   }
+  // A tile split in a whole cluster of slices whose clusters still leave most SMs idle: more
+  // clusters share it (kSplitGroupMinKTiles), or as forced, but never more clusters than are
+  // counted on as resident (the last group's wait on the others' sums needs them launched).
+  if (shape.split_k == F::kMaxSmallSlices && shape.consumers == 1) {
+    const int64_t tiles = narrow_m * ceil_div(p.N, shape.block_n) * p.batch;
+    if (shape.tile_rule == TileRule::kForced) {
+      shape.split_groups = o.split_groups;
+      while (shape.split_groups > 1 &&
+             tiles * shape.split_groups > resident_split_clusters(sms, F::kMaxSmallSlices)) {
+        shape.split_groups /= 2;
+      }
+    } else if (shape.tile_rule == TileRule::kSmallSplit || shape.tile_rule == TileRule::kNarrowSplit) {
+      shape.split_groups = split_groups_of(tiles, k_tiles, sms);
+    }
+  }
   shape.cluster_rule = cluster_rule_of(shape);
   shape.clusters = shape.cluster_rule == ClusterRule::kPairs;
   return shape;
@@ -631,6 +689,7 @@ bool tma_store_ok(const GemmParams& p) {
 WgmmaPlan plan_product(const GemmParams& p, const Shape& shape, const Overrides& o) {
   WgmmaPlan plan = plan_wgmma(p);
   plan_stream_k(p, shape, o, &plan);
+  plan_split_groups(p, shape, &plan);
   return plan;
 }
 
@@ -710,7 +769,7 @@ Grid plan_grid(const Plan& plan, int64_t resident, const Overrides& o) {
   Grid grid;
   grid.stream_k_rule = plan.product.stream_k_rule;
   if (plan.shape.split_k > 1) {
-    grid.blocks = plan.turns * plan.shape.split_k;
+    grid.blocks = plan.turns * plan.shape.split_k * plan.shape.split_groups;
     return grid;
   }
   grid.slots = std::min<int64_t>(resident, o.max_clusters);
@@ -1021,7 +1080,19 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   }
 
   const int64_t k_tiles = plan.k_tiles;
-  if (s.split_k > 1) {
+  if (s.split_k > 1 && s.split_groups > 1) {
+    r.split_k = str(s.split_k) + " slices of K in each of " + str(s.split_groups) +
+                " clusters a tile (" + str(s.split_k * s.split_groups) + " slices of K's " +
+                str(k_tiles) + " k-tiles): each cluster adds its blocks' partial sums through "
+                "distributed shared memory, then the last cluster adds the others' through the "
+                "workspace, both in a fixed order; " +
+                (s.tile_rule == TileRule::kForced
+                     ? std::string("the clusters forced by TORCH_GEMM_WGMMA_SHAPE (halved while "
+                                   "the tiles' clusters would outnumber those resident)")
+                     : "clusters doubled (up to " + str(F::kMaxSplitGroups) +
+                           ") while the tiles' clusters fit in one wave and each slice keeps " +
+                           str(kSplitGroupMinKTiles) + " k-tiles or more");
+  } else if (s.split_k > 1) {
     r.split_k = str(s.split_k) + " slices of K (" + str(k_tiles) + " k-tiles): the " +
                 str(s.split_k) + " blocks of a cluster take one each and add their partial sums "
                 "through distributed shared memory, in a fixed order";
@@ -1062,7 +1133,10 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                   " by TMA multicast, so B crosses from L2 once per pair";
       break;
     case ClusterRule::kSplitK:
-      r.cluster = "the cluster is the tile's " + str(s.split_k) + " blocks, one slice of K each";
+      r.cluster = s.split_groups > 1
+                      ? "each of the tile's " + str(s.split_groups) + " clusters is " +
+                            str(s.split_k) + " blocks, one slice of K each"
+                      : "the cluster is the tile's " + str(s.split_k) + " blocks, one slice of K each";
       break;
     case ClusterRule::kOff:
       r.cluster = "single blocks: TORCH_GEMM_WGMMA_CLUSTER=1";
@@ -1109,8 +1183,9 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   }
 
   if (s.split_k > 1) {
-    r.grid = str(grid.blocks) + " blocks: one cluster of " + str(s.split_k) + " per tile (" +
-             str(plan.turns) + " tiles)";
+    r.grid = str(grid.blocks) + " blocks: " +
+             (s.split_groups > 1 ? str(s.split_groups) + " clusters" : std::string("one cluster")) +
+             " of " + str(s.split_k) + " per tile (" + str(plan.turns) + " tiles)";
   } else if (grid.slots <= 0) {
     r.grid = "none: no cluster of the kernel fits on the device";
   } else {

@@ -23,6 +23,9 @@ struct KernelFacts {
   static constexpr int kSplitSlices = 2;       // K slices of a split 128×256 tile
   static constexpr int kMaxSmallSlices = 8;    // of a split 64×128 tile: 2, 4 or 8 (a cluster)
   static constexpr int kMaxNarrowSlices = 8;   // of a split tf32 64×256 tile: 2, 4 or 8
+  // Clusters of 8 such slices sharing one tile (Shape::split_groups): 2, 4 or 8, their sums met
+  // in the workspace (reduction.cuh's reduce_groups).
+  static constexpr int kMaxSplitGroups = 8;
   static constexpr int64_t kRowSumSliceAlign = 64;   // row_sum.cuh's kRowSumSliceAlign
   static constexpr int64_t kRowSumWarps = 2;         // row_sum.cuh's kRowSumWarps
   static constexpr int64_t kRowSumRowsPerWarp = 64;  // row_sum_slices_kernel: 128 rows a block
@@ -35,8 +38,10 @@ struct Overrides {
   // of K (1; 2 with 2x2; 2, 4 or 8 with 1xSx128, and for tf32 with 1xS) and N columns a tile (256;
   // 128: 1xSx128 and 2x1x128; 192: 2x1x192); split K and 128 or 192 columns take 16-bit products
   // without row sums, 1xS tf32 ones without.
-  // consumers 0: unset, the plan chooses.
+  // consumers 0: unset, the plan chooses. CxSxNxG: G clusters (2, 4 or 8) of the S = 8 slices
+  // share each one-consumer tile (split_groups; 1xSx128 16-bit, 1xSx256 tf32).
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
+  int split_groups = 1;
   bool clusters = true;    // TORCH_GEMM_WGMMA_CLUSTER=1: no pairs sharing B
   // TORCH_GEMM_WGMMA_STREAM_K=0|1|2|3: off; the last partial round; and one more; 3: every turn
   // of 16-bit 128×256 or 128×128 tiles or of one row of 64×128 one-consumer tiles (M <= 64)
@@ -73,6 +78,10 @@ struct Shape {
   int block_n = static_cast<int>(kWgmmaBlockN);  // or kWgmmaSmallBlockN, kWgmmaMidBlockN (16-bit)
   bool clusters = false;
   int split_k = 1;
+  // Clusters of split_k blocks sharing each split tile (1; 2, 4 or 8 where split_k is 8 and the
+  // tiles are few): the tile's K in split_k × split_groups slices, each cluster's sums added
+  // through distributed shared memory and then the clusters' through the workspace.
+  int split_groups = 1;
   int64_t sms = 1;  // the multiprocessors it was chosen for
   TileRule tile_rule = TileRule::kWide;
   ClusterRule cluster_rule = ClusterRule::kPairs;
@@ -141,7 +150,8 @@ enum class StreamKRule {
   kWholeRounds, kSmallSaving, kTooManyUnits                  // at launch, given the clusters
 };
 
-// Operands, row sums, and stream-K's partial sums and flags (0 bytes: none), in one workspace.
+// Operands, row sums, and the partial sums and flags (0 bytes: none) of stream-K or of a split
+// tile's clusters (Shape::split_groups), in one workspace.
 struct WgmmaPlan {
   OperandPlan a, b;
   RowSumPlan row_sum;
@@ -193,7 +203,7 @@ Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o);
 
 // The persistent grid of a planned call, given `resident`: the kernel's clusters that fit at
 // once (the SMs for single blocks; cudaOccupancyMaxActiveClusters for pairs). Split-K does not
-// use it: one cluster of kSplitK blocks per tile.
+// use it: split_groups clusters of kSplitK blocks per tile.
 struct Grid {
   int64_t slots = 0;   // clusters resident at once, after the cap; <= 0: none fits
   int64_t blocks = 0;  // gridDim.x

@@ -31,7 +31,8 @@ namespace torch_gemm {
 // on 64×256): a cluster of
 // kSplitK blocks shares each tile, block s taking the s-th slice of K, and their partial sums meet
 // in shared memory (reduce_split): for products with too few tiles to fill the SMs. The launcher
-// then gives each cluster one tile.
+// then gives each cluster one tile; where even that leaves most SMs idle, WgmmaParams::split_groups
+// clusters share the tile, and their sums meet in the workspace (reduce_groups).
 // kStreamK: the walk may end in stream-K pieces (WgmmaParams::sk_turns; every turn where the plan
 // deals out all, Shape::stream_k_all); without it, every walk is whole turns.
 template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM, int kConsumers, int kSplitK,
@@ -76,7 +77,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   const int warpgroup = threadIdx.x / Config::kWarpgroupThreads;
   const TileSchedule<Config, kClusterM, kSplitK, kStreamK> schedule(p);
   // The bias enters once, through the first slice's partials.
-  const bool has_bias = p.bias != nullptr && schedule.split == 0;
+  const bool has_bias = p.bias != nullptr && schedule.split == 0 && schedule.group == 0;
   static_assert(!kStreamK || (!Config::kPromoted && kSplitK == 1 && (kConsumers == 2 || kClusterM == 1)),
                 "stream-K: unsplit tiles, not 3xTF32's promoted ones; one-consumer tiles unpaired "
                 "(one row of them)");
@@ -240,7 +241,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
         }
       }
       const int row0 = m0 + consumer * Config::kMmaM;
-      if constexpr (kSplitK > 1) reduce_split<Config, kSplitK>(d, sA, schedule.split);
+      if constexpr (kSplitK > 1) {
+        reduce_split<Config, kSplitK>(d, sA, schedule.split);
+        if (schedule.groups > 1 &&
+            !reduce_groups<Config, kSplitK>(p, d, schedule, unit.turn, consumer, leader)) {
+          continue;  // another cluster stores the tile
+        }
+      }
       epilogue.store(p, d, z, row0, n0, schedule.split);
     }
     epilogue.finish();

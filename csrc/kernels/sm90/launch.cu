@@ -250,9 +250,10 @@ auto allowed_kernel(LaunchStatus* status) {
 
 // The persistent grid (plan_grid): one block per SM, or as many clusters as fit at once, but
 // never more than there are turns, nor more than the number of turns per block needs. Split-K:
-// one cluster of kSplitK blocks per tile, each cluster one turn (reduce_split reuses the stage
-// ring, which a next tile's copies would overwrite). Stream-K runs its own instantiation of the
-// kernel: the walk's state cost the whole-turn kernels registers, and spills (benchmarks/NOTES.md).
+// split_groups clusters of kSplitK blocks per tile (usually one), each cluster one turn
+// (reduce_split reuses the stage ring, which a next tile's copies would overwrite). Stream-K runs
+// its own instantiation of the kernel: the walk's state cost the whole-turn kernels registers,
+// and spills (benchmarks/NOTES.md).
 template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB, int kClusterM,
           int kSplitK>
 LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
@@ -283,6 +284,16 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
   config.attrs = &cluster;
   config.numAttrs = 1;
   if constexpr (kSplitK > 1) {
+    if (wp.split_groups > 1) {
+      // Every group's flags start at zero (each launch: a slot is written once).
+      const sm90::WgmmaPlan& ops = plan.product;
+      status = check_call(
+          cudaMemsetAsync(wp.sk_flags, 0,
+                          ops.stream_k_offset + ops.stream_k_bytes - ops.stream_k_flags_offset,
+                          stream),
+          "cudaMemsetAsync of the split-K groups' flags");
+      if (!status.ok()) return status;
+    }
     config.gridDim = dim3(static_cast<unsigned>(sm90::plan_grid(plan, 0, overrides()).blocks));
     return check_call(cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_c, wp),
                       launch_step("split-K"));
@@ -470,6 +481,7 @@ struct WgmmaLauncher {
     if (ops.row_sum.fused) wp.row_sum = sums;
     // The inner product of 3xTF32 runs over 3·K: two K-long segments of cross terms, then big·big.
     if (p.tf32_promoted) wp.cross_k_tiles = static_cast<int>(2 * (p.K / 3) / Config::kBlockK);
+    wp.split_groups = plan.shape.split_groups;
     if (ops.stream_k_bytes > 0) {
       char* workspace = static_cast<char*>(p.workspace);
       wp.sk_partials = reinterpret_cast<float*>(workspace + ops.stream_k_offset);

@@ -1,6 +1,7 @@
-// The Hopper kernel's reductions of partial sums: split-K's pair of blocks adding each other's
-// through distributed shared memory, and stream-K's pieces of a tile meeting in a global
-// workspace, each added in a fixed order so that the result does not depend on timing.
+// The Hopper kernel's reductions of partial sums: split-K's cluster of blocks adding each other's
+// through distributed shared memory (and a tile's several clusters theirs through a global
+// workspace), and stream-K's pieces of a tile meeting in the workspace, each added in a fixed
+// order so that the result does not depend on timing.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -73,39 +74,42 @@ __device__ __forceinline__ void reduce_split(float (&d)[Config::kAccumulators],
   }
 }
 
-// Stream-K: this thread's first float4 of slot `slot` of p.sk_partials. A thread's sums lie as
+// This thread's first float4 of slot `slot` of p.sk_partials, slots of kCount floats a thread
+// (stream-K: every accumulator; split groups: a block's owned ones). A thread's sums lie as
 // float4s 128 threads apart, so that a warp's accesses are 512 contiguous bytes.
-template <typename Config>
+template <typename Config, int kCount>
 __device__ __forceinline__ float4* partial_sums(const WgmmaParams& p, int slot) {
-  return reinterpret_cast<float4*>(p.sk_partials + static_cast<int64_t>(slot) *
-                                                       Config::kAccumulators *
+  return reinterpret_cast<float4*>(p.sk_partials + static_cast<int64_t>(slot) * kCount *
                                                        Config::kWarpgroupThreads) +
          threadIdx.x % Config::kWarpgroupThreads;
 }
 
-// A consumer's accumulators as partial sums in slot `slot` (kept in L2 for the reader on another
-// SM), then the slot's flag set once the whole warpgroup's stores are done: the barrier orders
-// them before the leader's fence, which makes them visible at gpu scope before the flag.
-template <typename Config>
+// A consumer's accumulators d[first, first + kCount) as partial sums in slot `slot` (kept in L2
+// for the reader on another SM), then the slot's flag set once the whole warpgroup's stores are
+// done: the barrier orders them before the leader's fence, which makes them visible at gpu scope
+// before the flag. `first` is a constant where inlined (d stays in registers).
+template <typename Config, int kCount = Config::kAccumulators>
 __device__ __forceinline__ void store_partial_sums(const WgmmaParams& p,
                                                    const float (&d)[Config::kAccumulators],
-                                                   int slot, int consumer, bool leader) {
-  float4* dst = partial_sums<Config>(p, slot);
+                                                   int slot, int consumer, bool leader,
+                                                   int first = 0) {
+  float4* dst = partial_sums<Config, kCount>(p, slot);
 #pragma unroll
-  for (int i = 0; i < Config::kAccumulators / 4; ++i) {
-    __stcg(dst + i * Config::kWarpgroupThreads,
-           make_float4(d[4 * i], d[4 * i + 1], d[4 * i + 2], d[4 * i + 3]));
+  for (int i = 0; i < kCount / 4; ++i) {
+    const int j = first + 4 * i;
+    __stcg(dst + i * Config::kWarpgroupThreads, make_float4(d[j], d[j + 1], d[j + 2], d[j + 3]));
   }
   warpgroup_sync(consumer);
   if (leader) store_flag_release(p.sk_flags + slot);
 }
 
-// The partial sums of slot `slot` added to the accumulators, once its flag says they are written
-// (the leader's acquiring load, then the barrier, order every thread's loads after the writes).
-template <typename Config>
+// The partial sums of slot `slot` added to d[first, first + kCount), once its flag says they are
+// written (the leader's acquiring load, then the barrier, order every thread's loads after the
+// writes).
+template <typename Config, int kCount = Config::kAccumulators>
 __device__ __forceinline__ void add_partial_sums(const WgmmaParams& p,
                                                  float (&d)[Config::kAccumulators], int slot,
-                                                 int consumer, bool leader) {
+                                                 int consumer, bool leader, int first = 0) {
   if (leader) {
     int written = 0;
     do {
@@ -113,12 +117,43 @@ __device__ __forceinline__ void add_partial_sums(const WgmmaParams& p,
     } while (written == 0);
   }
   warpgroup_sync(consumer);
-  const float4* src = partial_sums<Config>(p, slot);
+  const float4* src = partial_sums<Config, kCount>(p, slot);
 #pragma unroll
-  for (int i = 0; i < Config::kAccumulators / 4; ++i) {
+  for (int i = 0; i < kCount / 4; ++i) {
+    const int j = first + 4 * i;
     const float4 v = __ldcg(src + i * Config::kWarpgroupThreads);
-    d[4 * i] += v.x, d[4 * i + 1] += v.y, d[4 * i + 2] += v.z, d[4 * i + 3] += v.w;
+    d[j] += v.x, d[j + 1] += v.y, d[j + 2] += v.z, d[j + 3] += v.w;
   }
+}
+
+// Split-K over several clusters a tile (WgmmaParams::split_groups), after reduce_split: block
+// `split` of each cluster holds the sums of the columns it owns over its cluster's slices of K.
+// Every group but the last leaves them in its slot (Schedule::group_slot) and returns false; the
+// last adds the others' in group order (the same bits whichever cluster finishes first) and
+// returns true: it stores the tile. The last group's clusters are the grid's last blocks, so
+// each waits only on clusters launched before it, which wait on nothing.
+template <typename Config, int kSplitK, typename Schedule>
+__device__ __forceinline__ bool reduce_groups(const WgmmaParams& p,
+                                              float (&d)[Config::kAccumulators],
+                                              const Schedule& schedule, int turn, int consumer,
+                                              bool leader) {
+  constexpr int kOwned = Config::kAccumulators / kSplitK;
+  static_assert(kOwned % 4 == 0, "owned sums move as float4s");
+  const bool last = schedule.group == schedule.groups - 1;
+#pragma unroll
+  for (int owner = 0; owner < kSplitK; ++owner) {
+    if (owner != static_cast<int>(schedule.split)) continue;
+    if (!last) {
+      store_partial_sums<Config, kOwned>(p, d, schedule.group_slot(schedule.group, turn, consumer),
+                                         consumer, leader, owner * kOwned);
+    } else {
+      for (int g = 0; g < schedule.groups - 1; ++g) {
+        add_partial_sums<Config, kOwned>(p, d, schedule.group_slot(g, turn, consumer), consumer,
+                                         leader, owner * kOwned);
+      }
+    }
+  }
+  return last;
 }
 
 #endif  // TORCH_GEMM_SM90A_DEVICE

@@ -82,13 +82,15 @@ __device__ __forceinline__ void tile_origin(const WgmmaParams& p, int t, uint32_
 
 // One block's place in the persistent grid. Clusters of kClusterM × kSplitK blocks take turns
 // cluster, cluster + clusters, ... of the walk; rank is the block's tile of a pair along M, split
-// its slice of K (split-K: kSplitK blocks share each tile). Both blocks of a pair follow the same
-// walk, the early k-tiles included: the producer's exit relies on it (mainloop.cuh).
+// its slice of K (split-K: kSplitK blocks share each tile; with WgmmaParams::split_groups, that
+// many clusters, group g taking slices g · kSplitK ... of K). Both blocks of a pair follow the
+// same walk, the early k-tiles included: the producer's exit relies on it (mainloop.cuh).
 template <typename Config, int kClusterM, int kSplitK, bool kStreamK>
 struct TileSchedule {
   static constexpr int kClusterBlocks = kClusterM * kSplitK;
   int turns;
   uint32_t rank, split;
+  int group, groups;  // split-K: this cluster's group of the tile's clusters, and how many
   int first_turn, turn_step;
   // This block's k-tiles of each tile: all, or its slice (maybe empty: its partials are zeros).
   int all_k_tiles, k_begin, k_end;
@@ -99,11 +101,16 @@ struct TileSchedule {
     const uint32_t cluster_ctarank = kClusterBlocks > 1 ? cluster_rank() : 0;
     rank = kSplitK > 1 ? 0 : cluster_ctarank;
     split = kSplitK > 1 ? cluster_ctarank : 0;
-    first_turn = static_cast<int>(blockIdx.x) / kClusterBlocks;
+    const int cluster = static_cast<int>(blockIdx.x) / kClusterBlocks;
+    groups = kSplitK > 1 ? p.split_groups : 1;
+    group = groups > 1 ? cluster / turns : 0;
+    first_turn = cluster - group * turns;
     turn_step = static_cast<int>(gridDim.x) / kClusterBlocks;
     all_k_tiles = (p.K + Config::kBlockK - 1) / Config::kBlockK;
-    const int slice_k_tiles = (all_k_tiles + kSplitK - 1) / kSplitK;
-    k_begin = min(static_cast<int>(split) * slice_k_tiles, all_k_tiles);
+    const int slices = kSplitK * groups;
+    const int slice_k_tiles = (all_k_tiles + slices - 1) / slices;
+    const int slice = group * kSplitK + static_cast<int>(split);
+    k_begin = min(slice * slice_k_tiles, all_k_tiles);
     k_end = min(k_begin + slice_k_tiles, all_k_tiles);
     // Only the stream-K kernel reads sk_turns: in the others every walk is whole turns, known so
     // at compile time, and the walk's stream-K state takes no registers.
@@ -119,6 +126,12 @@ struct TileSchedule {
   __device__ __forceinline__ void origin(const WgmmaParams& p, int t, int* z, int* m0,
                                          int* n0) const {
     tile_origin<Config, kClusterM>(p, t, rank, z, m0, n0);
+  }
+
+  // Split-K over several clusters: the slot of this block's consumer's owned sums in group `g`
+  // (all but the last group leave theirs) for tile `turn`.
+  __device__ __forceinline__ int group_slot(int g, int turn, int consumer) const {
+    return ((g * turns + turn) * kSplitK + static_cast<int>(split)) * Config::kConsumers + consumer;
   }
 
   // Stream-K's partial sums: the slot of this block's consumer under cluster `cluster`'s index.
