@@ -119,10 +119,6 @@ DEFAULT_CASES = (
     Case("wgmma 64x128 split 8", "8 tiles of 64x128, 128 k-tiles: 8 slices of 16 (a cluster of "
          "8); 16 clusters would outnumber the 14 resident",
          "wgmma_sm90", 64, 1024, 8192, expect={"tile": (64, 128), "split_k": 8, "split_groups": 1}),
-    Case("wgmma 64x128 split 8 in 4 clusters", "1 tile of 64x128, 128 k-tiles: 32 slices of 4 over "
-         "4 clusters of 8, each cluster's sums through distributed shared memory, then the "
-         "clusters' through the workspace, added by the last",
-         "wgmma_sm90", 64, 128, 8192, expect={"tile": (64, 128), "split_k": 8, "split_groups": 4}),
     Case("wgmma 64x256 one row", "16 rows: 112 tiles of 128x256 would be half empty rows, and 224 "
          "of 64x128 not fit in one wave",
          "wgmma_sm90", 16, 28672, 512, expect={"tile": (64, 256), "consumers": 1, "split_k": 1}),
@@ -168,8 +164,9 @@ DEFAULT_CASES = (
          "wgmma_sm90", 64, 2048, 8192, dtype="float32",
          expect={"tile": (64, 256), "split_k": 8, "split_groups": 1}),
     Case("wgmma tf32 split 8 in 4 clusters", "tf32 linear with a bias, 2 tiles of 64x256 with 256 "
-         "k-tiles: 32 slices of 8 over 4 clusters of 8 a tile, the clusters' sums through the "
-         "workspace; the bias enters with the first cluster's first slice",
+         "k-tiles: 32 slices of 8 over 4 clusters of 8 a tile, each cluster's sums through "
+         "distributed shared memory, then the clusters' through the workspace, added by the last; "
+         "the bias enters with the first cluster's first slice",
          "wgmma_sm90", 128, 256, 8192, dtype="float32", op="linear",
          expect={"tile": (64, 256), "split_k": 8, "split_groups": 4}),
     Case("wgmma tf32 split 8 transposed", "tf32 with an N-major B: the transposed product's 4 "
@@ -262,6 +259,13 @@ GROUPS = (
              "wgmma_sm90", 1800, 3840, 320, expect={**WIDE, "split_k": 2}),
         Case("wgmma 128x256 split 2 edges", "the same on edge tiles in M, N and K",
              "wgmma_sm90", 250, 520, 200, expect={**WIDE, "split_k": 2}),
+    )),
+    Group("wgmma_split_groups", {"TORCH_GEMM_WGMMA_SHAPE": "1x8x128x4"}, (
+        Case("wgmma 64x128 split 8 in 4 clusters", "TORCH_GEMM_WGMMA_SHAPE=1x8x128x4: 1 tile of "
+             "64x128, 131 k-tiles in 32 slices over 4 clusters of 8 (the last slices empty), the "
+             "clusters' sums through the workspace (the plan keeps 16-bit tiles in one cluster)",
+             "wgmma_sm90", 50, 100, 8383,
+             expect={"tile": (64, 128), "split_k": 8, "split_groups": 4}),
     )),
     Group("wgmma_stream_k_all", {"TORCH_GEMM_WGMMA_STREAM_K": "3"}, (
         Case("wgmma 64x128 stream-K every tile", "TORCH_GEMM_WGMMA_STREAM_K=3: one row of 32 tiles "

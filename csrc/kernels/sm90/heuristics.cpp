@@ -93,17 +93,23 @@ int split_slices(int64_t tiles, int64_t k_tiles, int64_t sms, int64_t min_k_tile
   return split;
 }
 
-// Where a tile's 8 slices (a cluster) still leave most SMs idle, 2, 4 or 8 clusters share it
-// (Shape::split_groups), doubling while the clusters fit in one wave and each of the
-// 8 × groups slices keeps at least this many k-tiles. A split tile's blocks stream their slice
-// of B from HBM, and few blocks cannot draw its bandwidth: 64 rows against 256 columns of tf32,
-// one tile on 8 SMs, ran at 0.65 of torch (H100, session 34's record).
-constexpr int64_t kSplitGroupMinKTiles = 4;
+// Where tf32's 64×256 tiles split in a whole cluster of 8 slices still leave most SMs idle and K
+// is long (kSplitGroupsMinKTiles), 2 or 4 clusters share each tile (Shape::split_groups),
+// doubling while the clusters fit in one wave and each of the 8 × groups slices keeps at least
+// kSplitGroupMinKTiles k-tiles. Few blocks cannot draw HBM's bandwidth for a long slice of B
+// each: 32–256 rows against 256–1024 columns with 256 k-tiles (K = 8192) ran 1.03–1.15× faster
+// on 2–8 times the blocks; with 64–192 k-tiles 0.81–1.06×, and 16-bit 64×128 tiles were slower
+// in every case tried (0.78–0.88: their blocks' share of B is short already, and the clusters'
+// exchange, the flags' memset and the last cluster's wait cost 2–3 µs), H100, session 34.
+// Forced (TORCH_GEMM_WGMMA_SHAPE=1x8xNxG), 16-bit tiles take them too.
+constexpr int64_t kSplitGroupsMinKTiles = 256;
+constexpr int64_t kSplitGroupMinKTiles = 8;
 
 int split_groups_of(int64_t tiles, int64_t k_tiles, int64_t sms) {
   static_assert(F::kMaxSmallSlices == F::kMaxNarrowSlices, "one cluster size for both splits");
-  const int cluster = F::kMaxSmallSlices;
+  const int cluster = F::kMaxNarrowSlices;
   int groups = 1;
+  if (k_tiles < kSplitGroupsMinKTiles) return groups;
   while (groups < F::kMaxSplitGroups &&
          tiles * groups * 2 <= resident_split_clusters(sms, cluster) &&
          k_tiles >= int64_t{cluster} * groups * 2 * kSplitGroupMinKTiles) {
@@ -600,9 +606,10 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
       shape.tile_rule = TileRule::kNarrow;  // tf32's 64×256, dealt out instead of split
     }
   }
-  // A tile split in a whole cluster of slices whose clusters still leave most SMs idle: more
-  // clusters share it (kSplitGroupMinKTiles), or as forced, but never more clusters than are
-  // counted on as resident (the last group's wait on the others' sums needs them launched).
+  // A tf32 tile split in a whole cluster of slices whose clusters still leave most SMs idle, with
+  // a long K: more clusters share it (kSplitGroupsMinKTiles); or as forced, but never more
+  // clusters than are counted on as resident (the last group's wait on the others' sums needs
+  // them launched).
   if (shape.split_k == F::kMaxSmallSlices && shape.consumers == 1) {
     const int64_t tiles = narrow_m * ceil_div(p.N, shape.block_n) * p.batch;
     if (shape.tile_rule == TileRule::kForced) {
@@ -611,7 +618,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
              tiles * shape.split_groups > resident_split_clusters(sms, F::kMaxSmallSlices)) {
         shape.split_groups /= 2;
       }
-    } else if (shape.tile_rule == TileRule::kSmallSplit || shape.tile_rule == TileRule::kNarrowSplit) {
+    } else if (shape.tile_rule == TileRule::kNarrowSplit) {
       shape.split_groups = split_groups_of(tiles, k_tiles, sms);
     }
   }
@@ -1089,9 +1096,10 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                 (s.tile_rule == TileRule::kForced
                      ? std::string("the clusters forced by TORCH_GEMM_WGMMA_SHAPE (halved while "
                                    "the tiles' clusters would outnumber those resident)")
-                     : "clusters doubled (up to " + str(F::kMaxSplitGroups) +
-                           ") while the tiles' clusters fit in one wave and each slice keeps " +
-                           str(kSplitGroupMinKTiles) + " k-tiles or more");
+                     : "tf32 with " + str(kSplitGroupsMinKTiles) +
+                           " k-tiles or more: clusters doubled while the tiles' clusters fit in "
+                           "one wave and each slice keeps " + str(kSplitGroupMinKTiles) +
+                           " k-tiles or more");
   } else if (s.split_k > 1) {
     r.split_k = str(s.split_k) + " slices of K (" + str(k_tiles) + " k-tiles): the " +
                 str(s.split_k) + " blocks of a cluster take one each and add their partial sums "
