@@ -131,11 +131,11 @@ def explain(
         ``{"kernel", "reason", "device", "sm", "sm_count", "dtype", "op", "M", "N", "K", "batch",
         "plan"}``, ``op`` being the op the call stands for. ``plan`` is None except for
         ``wgmma_sm90``, where it is ``torch_gemm._C.sm90_plan``'s answer: the tile, consumers,
-        cluster, split_k (and split_groups), stream_k (and stream_k_turns), each operand's ``k_major`` and
-        ``repack``, C's ``store`` (``"tma"``, ``"tma_transposed"`` or ``"registers"``),
-        ``transposed``, ``row_sum``, the tiles, turns, resident clusters, grid and workspace bytes,
-        and under ``"why"`` a sentence per decision. The environment's ``TORCH_GEMM_WGMMA_*``
-        overrides are read as the launcher reads them.
+        cluster, split_k (and split_groups), stream_k (and stream_k_turns), each operand's
+        ``k_major`` and ``repack``, C's ``store`` (``"tma"``, ``"tma_transposed"`` or
+        ``"registers"``), ``transposed``, ``row_sum``, the tiles, turns, resident clusters, grid and
+        workspace bytes, and under ``"why"`` a sentence per decision. The environment's
+        ``TORCH_GEMM_WGMMA_*`` overrides are read as the launcher reads them.
     """
     fn = "torch_gemm.explain"
     for name, t in (("a", a), ("b", b)):
