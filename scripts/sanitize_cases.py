@@ -117,7 +117,7 @@ DEFAULT_CASES = (
     Case("wgmma 64x128 split 4", "2 tiles of 64x128, 32 k-tiles: 4 slices of 8",
          "wgmma_sm90", 64, 256, 2048, expect={"tile": (64, 128), "split_k": 4}),
     Case("wgmma 64x128 split 8", "8 tiles of 64x128, 128 k-tiles: 8 slices of 16 (a cluster of "
-         "8); 16 clusters would outnumber the 14 resident",
+         "8; the plan groups no 16-bit tiles over clusters)",
          "wgmma_sm90", 64, 1024, 8192, expect={"tile": (64, 128), "split_k": 8, "split_groups": 1}),
     Case("wgmma 64x256 one row", "16 rows: 112 tiles of 128x256 would be half empty rows, and 224 "
          "of 64x128 not fit in one wave",

@@ -121,9 +121,9 @@ def test_few_64x128_tiles_split_k(M, N, K, split):
 
 
 # Where tf32's 64x256 tiles, even split in a whole cluster of 8 slices, leave most SMs idle and K
-# has 256 k-tiles or more, 2 or 4 clusters share each tile: doubling while the tiles' clusters fit
-# in the 14 resident on 132 SMs and each of the 8 x groups slices keeps at least 8 k-tiles (of 32
-# floats). Not 16-bit tiles (measured slower), nor a shorter K.
+# has 256 k-tiles or more, 2, 4 or 8 clusters share each tile: doubling while the tiles' clusters
+# fit in the 14 resident on 132 SMs and K holds 8 k-tiles (of 32 floats) for each of the
+# 8 x groups slices. Not 16-bit tiles (measured slower), nor a shorter K.
 @pytest.mark.parametrize("M, N, K, groups", [
     (64, 256, 8192, 4),      # one tile, 256 k-tiles: 32 slices of 8
     (128, 256, 8192, 4),     # 2 tiles: 8 clusters (16 would not fit)
@@ -149,7 +149,7 @@ def test_few_long_tf32_split_tiles_take_several_clusters(M, N, K, groups):
     (32, 256, 4096, FP32),    # 128 k-tiles: short of 256
     (64, 256, 6144, FP32),    # 192
     (64, 2048, 8192, FP32),   # 8 tiles: 16 clusters would not fit in 14
-    (200, 1001, 2050, FP32),  # the split tiles fill the SMs
+    (200, 1001, 2050, FP32),  # split in 4, not a whole cluster (65 k-tiles)
     (64, 256, 8192, BF16),    # 16-bit tiles: never by the plan
     (64, 128, 16384, FP16),
 ])

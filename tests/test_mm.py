@@ -344,14 +344,37 @@ def check_wgmma_under_env(tag, shapes, layouts, env, script=ENV_SCRIPT):
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout + run.stderr
 
 
+# Appended to a forced-groups script (TORCH_GEMM_WGMMA_SHAPE=1x8xNxG): some shape took the G
+# groups asked for (the plan halves them where the tiles' clusters would outnumber the resident).
+GROUPS_CHECK = """
+seen = set()
+for M, N, K in {shapes!r}:
+    for layout in {layouts!r}:
+        a, b = make_operands(M, N, K, layout, DTYPE, "cuda", generator("cuda", "groups", M, N, K, layout))
+        seen.add(torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["split_groups"])
+assert GROUPS in seen, seen
+"""
+
+
+def with_groups_check(script: str, shape: str, dtype: str) -> str:
+    fields = shape.split("x")
+    if len(fields) < 4:
+        return script
+    check = GROUPS_CHECK.replace("DTYPE", dtype).replace("GROUPS", fields[3])
+    return script.replace('\nprint("ok")', "\n" + check + 'print("ok")')
+
+
 # Split 64×128 tiles forced (TORCH_GEMM_WGMMA_SHAPE=1xSx128) onto shapes whose K leaves slices
 # empty (their blocks add zeros), K of 1 and a prime K, every layout; and (1x8x128xG) 8 slices
-# over G clusters a tile (as many as 14 resident clusters hold: 6 tiles in 2, 2 in 4 and 8).
+# over G clusters a tile, as many as the 14 resident clusters (132 SMs) hold: 6 tiles in 2, one
+# tile (60x100) in 8, 2 tiles in 4 (some clusters' slices all empty).
 @requires_cuda
 @pytest.mark.parametrize("shape", ["1x2x128", "1x4x128", "1x8x128", "1x8x128x2", "1x8x128x8"])
 def test_wgmma_forced_small_split(shape):
-    check_wgmma_under_env(f"forced_split {shape}", [(70, 300, 100), (5, 129, 1), (64, 256, 131), (130, 1000, 577)],
-                          LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": shape})
+    script = with_groups_check(ENV_SCRIPT, shape, "torch.bfloat16")
+    check_wgmma_under_env(f"forced_split {shape}",
+                          [(70, 300, 100), (5, 129, 1), (64, 256, 131), (130, 1000, 577), (60, 100, 3000)],
+                          LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": shape}, script)
 
 
 # The start of the tf32 scripts below: TF32 allowed, each shape in each layout.
@@ -399,12 +422,13 @@ def test_wgmma_tf32_split(shape, store):
     if store == "registers":
         env["TORCH_GEMM_WGMMA_STORE"] = "registers"
     script = TF32_SPLIT_SCRIPT.replace("{split!r}", repr(int(shape.split("x")[1])))
+    script = with_groups_check(script, shape, "torch.float32")
     check_wgmma_under_env(f"tf32_split {shape} {store}", TF32_SPLIT_SHAPES, LAYOUTS, env, script)
 
 
 # The plan's own tf32 split (no override; B K-major, as a linear's weight): on 132 SMs 8 slices of
 # 2 tiles over 4 clusters a tile, 8 of 1 tile (257 k-tiles, the last slices short or empty) over
-# 4 clusters, 4 of 16, 2 of 64 (1000³). The script runs each in every layout.
+# 4 clusters, 4 of 16, 2 of 64 (1000³). The script runs each with B K-major and N-major.
 @requires_cuda
 def test_wgmma_tf32_split_by_the_plan():
     skip_unless_wgmma()

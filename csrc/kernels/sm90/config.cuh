@@ -150,8 +150,8 @@ struct WgmmaParams {
   // Split-K over split_groups clusters of kSplitK blocks a tile (1: one cluster): cluster c takes
   // tile c % turns and group c / turns, its block s the slice group · kSplitK + s of K. Every
   // group but the last leaves its blocks' owned sums (after reduce_split) in sk_partials and sets
-  // their flags in sk_flags (the launcher zeroes them); the last group adds them in group order
-  // and stores the tile (reduce_groups).
+  // their flags in sk_flags (the launcher zeroes them); the last group adds them to its own in
+  // group order and stores the tile (reduce_groups).
   int split_groups = 1;
   // 3xTF32 (Config::kPromoted): the leading k-tiles that hold cross terms only (three_tf32.cu's
   // first two K-long segments), which Consumer::run_promoted sums without promoting each k-tile.

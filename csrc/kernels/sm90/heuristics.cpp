@@ -94,9 +94,10 @@ int split_slices(int64_t tiles, int64_t k_tiles, int64_t sms, int64_t min_k_tile
 }
 
 // Where tf32's 64×256 tiles split in a whole cluster of 8 slices still leave most SMs idle and K
-// is long (kSplitGroupsMinKTiles), 2 or 4 clusters share each tile (Shape::split_groups),
-// doubling while the clusters fit in one wave and each of the 8 × groups slices keeps at least
-// kSplitGroupMinKTiles k-tiles. Few blocks cannot draw HBM's bandwidth for a long slice of B
+// is long (kSplitGroupsMinKTiles), 2, 4 or 8 clusters share each tile (Shape::split_groups),
+// doubling while the clusters fit in one wave and K holds kSplitGroupMinKTiles k-tiles for each
+// of the 8 × groups slices (the kernel's slices are K's k-tiles over them, rounded up: the last
+// may be shorter or empty). Few blocks cannot draw HBM's bandwidth for a long slice of B
 // each: 32–256 rows against 256–1024 columns with 256 k-tiles (K = 8192) ran 1.03–1.15× faster
 // on 2–8 times the blocks; with 64–192 k-tiles 0.81–1.06×, and 16-bit 64×128 tiles were slower
 // in every case tried (0.78–0.88: their blocks' share of B is short already, and the clusters'
@@ -1098,8 +1099,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                                    "the tiles' clusters would outnumber those resident)")
                      : "tf32 with " + str(kSplitGroupsMinKTiles) +
                            " k-tiles or more: clusters doubled while the tiles' clusters fit in "
-                           "one wave and each slice keeps " + str(kSplitGroupMinKTiles) +
-                           " k-tiles or more");
+                           "one wave and K holds " + str(kSplitGroupMinKTiles) +
+                           " k-tiles for each slice");
   } else if (s.split_k > 1) {
     r.split_k = str(s.split_k) + " slices of K (" + str(k_tiles) + " k-tiles): the " +
                 str(s.split_k) + " blocks of a cluster take one each and add their partial sums "

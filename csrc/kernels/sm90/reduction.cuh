@@ -129,8 +129,8 @@ __device__ __forceinline__ void add_partial_sums(const WgmmaParams& p,
 // Split-K over several clusters a tile (WgmmaParams::split_groups), after reduce_split: block
 // `split` of each cluster holds the sums of the columns it owns over its cluster's slices of K.
 // Every group but the last leaves them in its slot (Schedule::group_slot) and returns false; the
-// last adds the others' in group order (the same bits whichever cluster finishes first) and
-// returns true: it stores the tile. The last group's clusters are the grid's last blocks, so
+// last adds the others' to its own in group order (the same bits whichever cluster finishes
+// first) and returns true: it stores the tile. The last group's clusters are the grid's last blocks, so
 // each waits only on clusters launched before it, which wait on nothing.
 template <typename Config, int kSplitK, typename Schedule>
 __device__ __forceinline__ bool reduce_groups(const WgmmaParams& p,
