@@ -60,7 +60,8 @@ def plan_label(explained: dict, sms: int) -> str:
     tile = "x".join(map(str, plan["tile"]))
     parts = [explained["kernel"], tile]
     if plan["split_k"] > 1:
-        parts.append(f"split {plan['split_k']}")
+        groups = plan.get("split_groups", 1)
+        parts.append(f"split {plan['split_k']}" + (f" x {groups} clusters" if groups > 1 else ""))
     parts.append("pairs" if plan["cluster"] == 2 else "single")
     if plan["stream_k"]:
         parts.append("stream-K")

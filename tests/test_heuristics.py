@@ -165,6 +165,8 @@ def test_split_groups_follow_the_overrides():
     assert "forced" in p["why"]["split_k"] and "2 clusters" in p["why"]["cluster"]
     # 4 clusters of 6 tiles would outnumber the 14 resident: halved
     assert plan(100, 300, 3000, shape="1x8x128x4")["split_groups"] == 2
+    p = plan(130, 1000, 577, shape="1x8x128x2")   # 24 tiles: one cluster each already outnumbers 14
+    assert p["split_groups"] == 1 and "halved to one" in p["why"]["split_k"]
     assert plan(60, 100, 3000, shape="1x8x128x8")["split_groups"] == 8
     p = plan(100, 300, 3000, dtype=FP32, shape="1x8x256x2")
     assert tuple(p["tile"]) == (64, 256) and p["split_k"] == 8 and p["split_groups"] == 2

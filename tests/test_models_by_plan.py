@@ -37,6 +37,10 @@ def test_plan_label_names_tile_split_pairs_and_fill():
     split = {"kernel": "wgmma_sm90", "plan": dict(tile=(64, 128), split_k=2, cluster=1, stream_k=False,
                                                    turns=64, grid=128)}
     assert models_by_plan.plan_label(split, 132) == "wgmma_sm90, 64x128, split 2, single, 1 round, >=90% busy"
+    groups = {"kernel": "wgmma_sm90", "plan": dict(tile=(64, 256), split_k=8, split_groups=4, cluster=1,
+                                                    stream_k=False, turns=1, grid=32)}
+    assert models_by_plan.plan_label(groups, 132) == \
+        "wgmma_sm90, 64x256, split 8 x 4 clusters, single, 1 round, <70% busy"
     assert models_by_plan.plan_label({"kernel": "gemv", "plan": None}, 132) == "gemv"
 
 

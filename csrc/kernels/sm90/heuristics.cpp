@@ -1105,6 +1105,12 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     r.split_k = str(s.split_k) + " slices of K (" + str(k_tiles) + " k-tiles): the " +
                 str(s.split_k) + " blocks of a cluster take one each and add their partial sums "
                 "through distributed shared memory, in a fixed order";
+    if (s.tile_rule == TileRule::kForced && o.split_groups > 1 && s.split_k == F::kMaxSmallSlices) {
+      r.split_k += "; the " + str(o.split_groups) + " clusters a tile forced by "
+                   "TORCH_GEMM_WGMMA_SHAPE halved to one: the tiles' clusters alone fill the " +
+                   str(resident_split_clusters(sms, F::kMaxSmallSlices)) +
+                   " counted on as resident";
+    }
   } else if (s.stream_k_all) {
     r.split_k = "none: stream-K spreads K over the blocks instead (see stream_k)";
   } else if (s.tile_rule == TileRule::kForced) {
