@@ -263,6 +263,17 @@ WgmmaPlan plan_wgmma(const GemmParams& p) {
   return plan;
 }
 
+// Partial sums of `floats` floats and `flags` flags after the rest of the workspace, each part
+// aligned: stream-K's or a split tile's clusters' (the kernel reads them as sk_partials, sk_flags).
+void reserve_partials(int64_t floats, int64_t flags, WgmmaPlan* plan) {
+  plan->stream_k_offset = plan->workspace_bytes;
+  plan->stream_k_flags_offset =
+      plan->stream_k_offset + round_up(floats * int64_t{sizeof(float)}, F::kWorkspaceAlignBytes);
+  plan->workspace_bytes =
+      plan->stream_k_flags_offset + round_up(flags * int64_t{sizeof(int)}, F::kWorkspaceAlignBytes);
+  plan->stream_k_bytes = plan->workspace_bytes - plan->stream_k_offset;
+}
+
 // Stream-K's workspace, where the launch may use it (plan_grid): 128×256 tiles (16-bit or tf32,
 // not 3xTF32's promoted ones), unsplit, without fused row sums, more of them than clusters can be
 // resident; or every turn dealt out (Shape::stream_k_all). A partial sum per block (the tile's
@@ -288,13 +299,7 @@ void plan_stream_k(const GemmParams& p, const Shape& shape, const Overrides& o, 
     plan->stream_k_rule = StreamKRule::kOn;
   }
   if (plan->stream_k_rule != StreamKRule::kOn) return;
-  plan->stream_k_offset = plan->workspace_bytes;
-  plan->stream_k_flags_offset =
-      plan->stream_k_offset + round_up(sms * shape.block_m() * shape.block_n * int64_t{sizeof(float)},
-                                       F::kWorkspaceAlignBytes);
-  plan->workspace_bytes = plan->stream_k_flags_offset +
-                          round_up(sms * shape.consumers * int64_t{sizeof(int)}, F::kWorkspaceAlignBytes);
-  plan->stream_k_bytes = plan->workspace_bytes - plan->stream_k_offset;
+  reserve_partials(sms * shape.block_m() * shape.block_n, sms * shape.consumers, plan);
 }
 
 // A split tile's clusters' partial sums, where Shape::split_groups > 1: every group's but the
@@ -304,16 +309,8 @@ void plan_split_groups(const GemmParams& p, const Shape& shape, WgmmaPlan* plan)
   if (shape.split_groups <= 1) return;
   const int64_t tiles = ceil_div(p.M, shape.block_m()) * ceil_div(p.N, shape.block_n) * p.batch;
   const int64_t partial_tiles = (shape.split_groups - 1) * tiles;
-  plan->stream_k_offset = plan->workspace_bytes;
-  plan->stream_k_flags_offset =
-      plan->stream_k_offset +
-      round_up(partial_tiles * shape.block_m() * shape.block_n * int64_t{sizeof(float)},
-               F::kWorkspaceAlignBytes);
-  plan->workspace_bytes =
-      plan->stream_k_flags_offset +
-      round_up(partial_tiles * shape.split_k * shape.consumers * int64_t{sizeof(int)},
-               F::kWorkspaceAlignBytes);
-  plan->stream_k_bytes = plan->workspace_bytes - plan->stream_k_offset;
+  reserve_partials(partial_tiles * shape.block_m() * shape.block_n,
+                   partial_tiles * shape.split_k * shape.consumers, plan);
 }
 
 // How many of the last turns stream-K deals out as k-tiles, where the workspace allows it and
