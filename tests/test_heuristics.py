@@ -240,7 +240,7 @@ def test_stream_k_over_every_turn_of_128x256_tiles(M, N, K, shape, pairs):
 # against a weight (80 tiles on 132 SMs), or forced; every turn dealt out, paired where the plan
 # pairs them.
 @pytest.mark.parametrize("M, N, K, shape, pairs", [
-    (512, 2560, 14336, None, True),      # 40 pair turns of 224 k-tiles on 66 pairs
+    (512, 2560, 8192, None, True),       # 40 pair turns of 128 k-tiles on 66 pairs
     (256, 8192, 2048, None, True),
     (2048, 2048, 2048, "2x1x128", True),  # 128 pair turns: several a pair
     (256, 2048, 1024, "2x1x128", False),  # 16 k-tiles: one short wave, single blocks
@@ -259,7 +259,7 @@ def test_stream_k_over_every_turn_of_128x128_tiles(M, N, K, shape, pairs):
 # 193 to 256 rows with a long K and 32 to 5/8 of a wave of 128x128 tiles: the plan itself deals
 # out every turn of them; not with a shorter K, other rows, fewer or more tiles,
 # TORCH_GEMM_WGMMA_STREAM_K=0 or a forced shape.
-@pytest.mark.parametrize("M, N, K", [(256, 2048, 14336), (256, 2560, 28672), (193, 5120, 10240)])
+@pytest.mark.parametrize("M, N, K", [(256, 2048, 14336), (256, 2560, 28672), (193, 4096, 10240)])
 def test_two_tile_rows_with_a_long_k_take_stream_k_over_128x128_tiles(M, N, K):
     p = plan(M, N, K, max_active_clusters=66)
     assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == 2
@@ -271,6 +271,45 @@ def test_two_tile_rows_with_a_long_k_take_stream_k_over_128x128_tiles(M, N, K):
     assert not off["stream_k"] and "every turn dealt out" not in off["why"]["tile"]
     forced = plan(M, N, K, shape="2x1x128", max_active_clusters=66)
     assert tuple(forced["tile"]) == (128, 128) and not forced["stream_k"]
+
+
+# 16-bit products of two or more tile rows whose 128x256 tiles would leave half the SMs idle, with
+# K of 160 k-tiles or more: paired 128x256 tiles with every turn dealt out in 3 or 4 equal shares,
+# in every layout (64x128 pairs, 128x128 pairs and 128x128 tiles dealt unevenly before).
+@pytest.mark.parametrize("M, N, K, shares", [
+    (512, 2048, 11008, 4), (512, 2560, 14336, 3), (256, 5120, 28672, 3), (500, 2500, 10300, 3),
+])
+@pytest.mark.parametrize("layout", ["NT", "NN", "TN"])
+def test_few_wide_tiles_with_a_long_k_take_128x256_tiles_dealt_out(M, N, K, shares, layout):
+    a_strides = [K, 1] if layout[0] == "N" else [1, M]
+    b_strides = [1, K] if layout[1] == "T" else [N, 1]
+    p = plan(M, N, K, max_active_clusters=66, a_strides=a_strides, b_strides=b_strides)
+    assert tuple(p["tile"]) == (128, 256) and p["cluster"] == 2 and p["split_k"] == 1, p
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"]
+    assert p["grid"] == 2 * p["turns"] * shares, p
+    assert "every turn dealt out" in p["why"]["tile"] and f"{shares} equal shares" in p["why"]["tile"]
+    assert_stream_k_grid(p)
+    assert_supported(p, BF16)
+
+
+# Not with K under 160 k-tiles, in 2 shares or in more than 4 (or on fewer than 7/8 of the SMs),
+# where the plan deals out 128x128 tiles in equal shares, on one tile row,
+# with row sums, nor under forced shapes, clusters or stream-K off.
+@pytest.mark.parametrize("why, M, N, K, kwargs", [
+    ("short K", 512, 2048, 8192, {}),
+    ("2 shares", 1024, 2048, 28672, {}),
+    ("4 shares on 64 blocks", 256, 2048, 28672, {}),
+    ("128x128 dealt in equal shares", 256, 4096, 28672, {}),
+    ("one tile row", 128, 8192, 28672, {}),
+    ("row sums", 512, 2560, 14336, {"row_sum": True}),
+    ("forced shape", 512, 2560, 14336, {"shape": "2x1x128"}),
+    ("forced clusters", 512, 2560, 14336, {"max_clusters": "100"}),
+    ("stream-K off", 512, 2560, 14336, {"stream_k": "0"}),
+])
+def test_128x256_tiles_dealt_out_not_taken(why, M, N, K, kwargs):
+    p = plan(M, N, K, max_active_clusters=66, **kwargs)
+    assert not (tuple(p["tile"]) == (128, 256) and p["stream_k_turns"] == p["turns"]), (why, p)
+    assert "64x128 or 128x128 tiles read" not in p["why"]["tile"], (why, p)
 
 
 @pytest.mark.parametrize("why, M, N, K", [
@@ -370,7 +409,7 @@ def test_tf32_few_tiles_take_128x256_tiles_in_equal_shares(M, N, K, blocks):
     ("8 shares on 64 blocks", 256, 1024, 8192, {}),
     ("under 128 rows", 100, 4096, 8192, {}),
     ("64x256 tiles on 96 blocks", 128, 3072, 8192, {}),
-    ("16-bit", 512, 2560, 14336, {"dtype": BF16}),
+    ("16-bit", 512, 2560, 8192, {"dtype": BF16}),
     ("forced clusters", 512, 2560, 14336, {"max_clusters": "100"}),
     ("forced shape", 512, 2560, 14336, {"shape": "1x1"}),
     ("stream-K off", 512, 2560, 14336, {"stream_k": "0"}),
@@ -642,7 +681,8 @@ def test_stream_k_deals_a_mostly_idle_last_round():
     (512, 2560, 14336, dict(shape="2x1", stream_k="3"), 60, 20),     # every turn: 3 pairs a turn
     (256, 2048, 14336, {}, 64, 16),                                  # 128x128: 4 pairs a turn
     (8192, 12288, 4096, {}, 66, 18),                                 # none of 2 to 4 shares
-    (256, 5120, 28672, {}, 66, 40),                                  # 40 pairs: 1 share a turn
+    (256, 4608, 28672, {}, 66, 36),                                  # 36 pairs: 1 share a turn
+    (512, 2560, 14336, {}, 60, 20),                                  # 16-bit 128x256 dealt, 3 a turn
     (1024, 11008, 6144, {}, 66, 40),                                 # 57 pairs: 57 shares of 1 turn
     (2048, 2560, 8192, dict(max_clusters="66"), 66, 14),             # forced
     (2048, 2560, 8192, dict(stream_k="2"), 66, 80),                  # one round more

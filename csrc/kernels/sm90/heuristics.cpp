@@ -193,6 +193,25 @@ constexpr int64_t kTf32DealtMinShareKTiles = 40;
 constexpr int64_t kTf32DealtMaxShares = 8;
 constexpr int64_t kTf32DealtManySharesMinKTiles = 160;
 
+// 16-bit products of two or more 128-row tile rows whose 128×256 tiles would leave half the SMs
+// idle (so that the plan takes 64×128 or 128×128 tiles), with K of kWideDealtMinKTiles or more,
+// take the 128×256 tiles in pairs with every turn dealt out, where the turns split in
+// kWideDealtMinShares to kMaxShares equal shares on at least kWideDealtMinWaveEighths of the SMs,
+// but not in place of 128×128 tiles that the plan deals out in equal shares already
+// (kMediumStreamK). A 128×256 pair reads a half to a third of the operand bytes of 64×128 or
+// 128×128 tiles for as many multiply-adds, but each dealt tile's last share adds the others'
+// partial sums alone (128 KB each), a fixed cost that a long K hides. Measured on the 301 grid
+// products (bf16; fwd, dx, dw) a broader rule took (2 to 8 shares, 80 k-tiles or more; H100,
+// session 35): 512 rows against 2048 columns (4 shares; 64×128 pairs before) 1.01–1.28× from K =
+// 11008, 512 × 2560 (3 shares on 120 blocks; 80 blocks of 128×128 before) 1.08–1.24×, 256 × 5120
+// (3 shares; 128×128 dealt unevenly before) 1.01–1.11×; with K = 8192 0.86–1.03; in 2 shares
+// (1024 × 2048) 0.94–1.12; in 5 to 8 shares (256 rows against 2048–3072 columns) 0.74–0.90, in 4
+// replacing 128×128 tiles dealt in 2 equal shares (256 × 4096) 0.88–0.96, and on one tile row
+// (128 × 8192, unpaired) 0.84–0.96.
+constexpr int64_t kWideDealtMinKTiles = 160;
+constexpr int64_t kWideDealtMinShares = 3;
+constexpr int64_t kWideDealtMinWaveEighths = 7;
+
 // Row sums are fused where the tile columns give at least this many slices of K: a tile's slice
 // then moves at most 1/8 of the bytes of A its product reads, which two warps' loads keep up with.
 // Otherwise row_sum_slices_kernel takes them before the product, in slices enough for about
@@ -551,11 +570,37 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   Shape medium_shape = shape;
   medium_shape.consumers = 2, medium_shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
   medium_shape.split_k = 1;
-  const bool medium_stream_k = splittable && o.stream_k != 0 && o.consumers == 0 &&
-                               narrow_m == kMediumStreamKNarrowRows &&
-                               medium >= kMediumStreamKMinTiles &&
-                               medium * 8 <= sms * kMediumStreamKMaxWaveEighths &&
-                               k_tiles >= kMediumStreamKMinKTiles && deals_every_turn(medium_shape);
+  bool medium_stream_k = splittable && o.stream_k != 0 && o.consumers == 0 &&
+                         narrow_m == kMediumStreamKNarrowRows &&
+                         medium >= kMediumStreamKMinTiles &&
+                         medium * 8 <= sms * kMediumStreamKMaxWaveEighths &&
+                         k_tiles >= kMediumStreamKMinKTiles && deals_every_turn(medium_shape);
+  // Whether a shape's turns, every one dealt out, split in equal shares on the clusters counted
+  // here (as equal_share_clusters would cut them; plan_grid cuts them again on the clusters
+  // resident at launch); 0: not.
+  const auto equal_shares = [&](const Shape& s, int64_t max_shares) -> int64_t {
+    const int64_t cluster = cluster_rule_of(s) == ClusterRule::kPairs ? 2 : 1;
+    const int64_t turns = turns_of(s, cluster);
+    const int64_t clusters = equal_share_clusters(turns, slots_of(cluster), true, max_shares);
+    return clusters % turns == 0 ? clusters / turns : 0;
+  };
+  // 16-bit: paired 128×256 tiles with every turn dealt out in equal shares where as whole tiles
+  // they would leave half the SMs idle and K is long (kWideDealtMinKTiles).
+  if (splittable && o.consumers == 0 && o.stream_k != 0 && equal_shares_allowed(o) &&
+      wide_m >= 2 && wide < sms / 2 && k_tiles >= kWideDealtMinKTiles) {
+    Shape dealt = shape;
+    dealt.consumers = 2, dealt.block_n = static_cast<int>(kWgmmaBlockN);
+    dealt.split_k = 1, dealt.split_groups = 1, dealt.stream_k_all = true;
+    dealt.tile_rule = TileRule::kWideDealt;
+    const int64_t shares = equal_shares(dealt, kMaxShares);
+    const int64_t blocks = shares * turns_of(dealt, 2) * 2;
+    const bool medium_even = medium_stream_k && equal_shares(medium_shape, kMaxShares) > 0;
+    if (cluster_rule_of(dealt) == ClusterRule::kPairs && shares >= kWideDealtMinShares &&
+        shares <= kMaxShares && blocks * 8 >= sms * kWideDealtMinWaveEighths && !medium_even && deals_every_turn(dealt)) {
+      shape = dealt;
+      medium_stream_k = false;
+    }
+  }
   if (medium_stream_k) {
     shape = medium_shape;
     shape.tile_rule = TileRule::kMediumStreamK;
@@ -1040,6 +1085,19 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                     : str(kMinShares) + " to " + str(kMaxShares) + " shares of " +
                           str(kTf32DealtMinShareKTiles) + " k-tiles or more") +
                "; see stream_k)";
+      break;
+    }
+    case TileRule::kWideDealt: {
+      const int64_t shares = grid.blocks / s.cluster_m() / std::max<int64_t>(plan.turns, 1);
+      r.tile = "128x256, two consumer warpgroups, every turn dealt out as k-tiles: as whole "
+               "tiles the " + wide + " would leave more than " + half + " idle, and 64x128 or "
+               "128x128 tiles read two to three times the operand bytes for as many "
+               "multiply-adds; with K's " + str(plan.k_tiles) + " k-tiles (" +
+               str(kWideDealtMinKTiles) + " or more) the " + str(plan.turns) +
+               " pair turns split in " + str(shares) + " equal shares (" +
+               str(kWideDealtMinShares) + " to " + str(kMaxShares) + ", on at least " +
+               str(kWideDealtMinWaveEighths) + "/8 of the SMs, where the plan would not deal "
+               "out 128x128 tiles in equal shares; see stream_k)";
       break;
     }
     case TileRule::kMediumStreamK:

@@ -62,7 +62,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // Which rule set the tile and the clusters (for explain's reasons).
 enum class TileRule {
   kWide, kNarrow, kNarrowSplit, kOneRowNarrow, kSmall, kSmallSplit, kSmallStreamK, kMedium,
-  kMediumStreamK, kWideStreamK, kMid, kForced, kPromoted
+  kMediumStreamK, kWideStreamK, kWideDealt, kMid, kForced, kPromoted
 };
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows };
 
