@@ -200,8 +200,8 @@ constexpr int64_t kTf32DealtManySharesMinKTiles = 160;
 // but not in place of 128×128 tiles that the plan deals out in equal shares already
 // (kMediumStreamK). A 128×256 pair reads a half to a third of the operand bytes of 64×128 or
 // 128×128 tiles for as many multiply-adds, but a dealt tile has a fixed cost that only a long K
-// hides (11–13 µs more than 128×128 tiles in 4 shares at 256 rows in 8 shares, of which the last
-// share adding the others' 128 KB partial sums alone is a part, benchmarks/NOTES.md). Measured on the 301 grid
+// hides: at 256 rows, 8 shares ran 11–13 µs longer than 128×128 tiles in 4 (the last share adding
+// the others' 128 KB partial sums alone is a part of it; benchmarks/NOTES.md). Measured on the 301 grid
 // products (bf16; fwd, dx, dw) a broader rule took (2 to 8 shares, 80 k-tiles or more; H100,
 // session 35): 512 rows against 2048 columns (4 shares; 64×128 pairs before) 1.01–1.28× from K =
 // 11008, 512 × 2560 (3 shares on 120 blocks; 80 blocks of 128×128 before) 1.08–1.24×, 256 × 5120
