@@ -201,14 +201,14 @@ constexpr int64_t kTf32DealtManySharesMinKTiles = 160;
 // (kMediumStreamK). A 128×256 pair reads a half to a third of the operand bytes of 64×128 or
 // 128×128 tiles for as many multiply-adds, but a dealt tile has a fixed cost that only a long K
 // hides: at 256 rows, 8 shares ran 11–13 µs longer than 128×128 tiles in 4 (the last share adding
-// the others' 128 KB partial sums alone is a part of it; benchmarks/NOTES.md). Measured on the 301 grid
-// products (bf16; fwd, dx, dw) a broader rule took (2 to 8 shares, 80 k-tiles or more; H100,
-// session 35): 512 rows against 2048 columns (4 shares; 64×128 pairs before) 1.01–1.28× from K =
-// 11008, 512 × 2560 (3 shares on 120 blocks; 80 blocks of 128×128 before) 1.08–1.24×, 256 × 5120
-// (3 shares; 128×128 dealt unevenly before) 1.01–1.11×; with K = 8192 0.86–1.03; in 2 shares
+// the others' 128 KB partial sums alone may be part of it; benchmarks/NOTES.md). Measured on the
+// 301 grid products (bf16; fwd, dx, dw) a broader rule took (2 to 8 shares, 80 k-tiles or more;
+// H100, session 35): 512 rows against 2048 columns (4 shares; 64×128 pairs before) 1.01–1.28× from
+// K = 11008, 512 × 2560 (3 shares on 120 blocks; 80 blocks of 128×128 before) 1.08–1.24×, 256 ×
+// 5120 (3 shares; 128×128 dealt unevenly before) 1.01–1.11×; with K = 8192 0.86–1.03; in 2 shares
 // (1024 × 2048) 0.94–1.12; in 5 to 8 shares (256 rows against 2048–3072 columns) 0.74–0.90, in 4
-// replacing 128×128 tiles dealt in 2 equal shares (256 × 4096) 0.88–0.96, and on one tile row
-// (128 × 8192, unpaired) 0.84–0.96.
+// replacing 128×128 tiles dealt in 2 equal shares (256 × 4096) 0.88–0.96, and on one tile row (128
+// × 8192, unpaired) 0.84–0.96.
 constexpr int64_t kWideDealtMinKTiles = 160;
 constexpr int64_t kWideDealtMinShares = 3;
 constexpr int64_t kWideDealtMinWaveEighths = 7;
