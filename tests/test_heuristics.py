@@ -292,15 +292,20 @@ def test_few_wide_tiles_with_a_long_k_take_128x256_tiles_dealt_out(M, N, K, shar
     assert_supported(p, BF16)
 
 
-# Not with K under 160 k-tiles, in 2 shares or in more than 4 (or on fewer than 7/8 of the SMs),
-# where the plan deals out 128x128 tiles in equal shares, on one tile row,
-# with row sums, nor under forced shapes, clusters or stream-K off.
+# Not with K under 160 k-tiles, in 2 shares, on fewer than 7/8 of the SMs, where the grid's cost
+# rule keeps every resident pair (8 turns: 4 shares would take 64 blocks) or the plan deals out
+# 128x128 tiles in equal shares, on one tile row, on 129 to 192 rows (a pair's second tile half
+# empty) or an odd number of tile rows, with row sums, nor under forced shapes, clusters or
+# stream-K off.
 @pytest.mark.parametrize("why, M, N, K, kwargs", [
     ("short K", 512, 2048, 8192, {}),
     ("2 shares", 1024, 2048, 28672, {}),
-    ("4 shares on 64 blocks", 256, 2048, 28672, {}),
+    ("3 shares on 108 blocks", 512, 2304, 14336, {}),
+    ("8 turns", 256, 2048, 28672, {}),
     ("128x128 dealt in equal shares", 256, 4096, 28672, {}),
     ("one tile row", 128, 8192, 28672, {}),
+    ("192 rows", 192, 5120, 11008, {}),
+    ("five tile rows", 640, 1792, 14336, {}),
     ("row sums", 512, 2560, 14336, {"row_sum": True}),
     ("forced shape", 512, 2560, 14336, {"shape": "2x1x128"}),
     ("forced clusters", 512, 2560, 14336, {"max_clusters": "100"}),

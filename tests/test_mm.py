@@ -580,9 +580,9 @@ def test_wgmma_tf32_stream_k_by_the_plan():
 
 
 # 16-bit products whose 128×256 tiles leave half the SMs idle, with a long K: the plan deals every
-# turn of 128×256 tiles out in equal shares (8 pair turns in 8 shares; 20 pair turns of edge tiles
-# with a ragged K in 3; one unpaired tile row with a prime K). The plan (CPU code) is checked to
-# take the rule on 132 SMs, then every layout runs by the plan on this device.
+# turn of 128×256 pairs out in equal shares (16 pair turns in 4 shares; 20 pair turns of edge tiles
+# with a ragged K in 3; two tile rows, 20 pair turns with a prime K in 3). The plan (CPU code) is
+# checked to take the rule on 132 SMs, then every layout runs by the plan on this device.
 WIDE_DEALT_SHAPES = [(512, 2048, 10240), (500, 2500, 10300), (256, 5000, 10301)]
 
 
@@ -591,7 +591,7 @@ def test_wgmma_sixteen_bit_wide_dealt_by_the_plan():
     for M, N, K in WIDE_DEALT_SHAPES:
         p = torch_gemm._C.sm90_plan(M, N, K, sm_count=132, max_active_clusters=66)
         assert tuple(p["tile"]) == (128, 256) and p["stream_k_turns"] == p["turns"] > 0, (M, N, K, p["why"])
-        assert p["cluster"] == (2 if M > 128 else 1), p
+        assert p["cluster"] == 2, p
     check_wgmma_under_env("wide_dealt_plan", WIDE_DEALT_SHAPES, LAYOUTS, {})
 
 

@@ -193,22 +193,22 @@ constexpr int64_t kTf32DealtMinShareKTiles = 40;
 constexpr int64_t kTf32DealtMaxShares = 8;
 constexpr int64_t kTf32DealtManySharesMinKTiles = 160;
 
-// 16-bit products of two or more 128-row tile rows whose 128×256 tiles would leave half the SMs
-// idle (so that the plan takes 64×128 or 128×128 tiles), with K of kWideDealtMinKTiles or more,
-// take the 128×256 tiles in pairs with every turn dealt out, where the turns split in
-// kWideDealtMinShares to kMaxShares equal shares on at least kWideDealtMinWaveEighths of the SMs,
-// but not in place of 128×128 tiles that the plan deals out in equal shares already
-// (kMediumStreamK). A 128×256 pair reads a half to a third of the operand bytes of 64×128 or
-// 128×128 tiles for as many multiply-adds, but a dealt tile has a fixed cost that only a long K
-// hides: at 256 rows, 8 shares ran 11–13 µs longer than 128×128 tiles in 4 (the last share adding
-// the others' 128 KB partial sums alone may be part of it; benchmarks/NOTES.md). Measured on the
-// 301 grid products (bf16; fwd, dx, dw) a broader rule took (2 to 8 shares, 80 k-tiles or more;
-// H100, session 35): 512 rows against 2048 columns (4 shares; 64×128 pairs before) 1.01–1.28× from
-// K = 11008, 512 × 2560 (3 shares on 120 blocks; 80 blocks of 128×128 before) 1.08–1.24×, 256 ×
-// 5120 (3 shares; 128×128 dealt unevenly before) 1.01–1.11×; with K = 8192 0.86–1.03; in 2 shares
-// (1024 × 2048) 0.94–1.12; in 5 to 8 shares (256 rows against 2048–3072 columns) 0.74–0.90, in 4
-// replacing 128×128 tiles dealt in 2 equal shares (256 × 4096) 0.88–0.96, and on one tile row (128
-// × 8192, unpaired) 0.84–0.96.
+// 16-bit products of an even number of 128-row tile rows (more than 192 rows: a pair's second tile
+// more than half full) whose 128×256 tiles would leave half the SMs idle (so that the plan takes
+// 64×128 or 128×128 tiles), with K of kWideDealtMinKTiles or more, take the 128×256 tiles in pairs
+// with every turn dealt out, where the turns split in kWideDealtMinShares to kMaxShares equal
+// shares on at least kWideDealtMinWaveEighths of the SMs, but not in place of 128×128 tiles that
+// the plan deals out in equal shares already (kMediumStreamK). A 128×256 pair reads a half to a
+// third of the operand bytes of 64×128 or 128×128 tiles for as many multiply-adds, but a dealt tile
+// has a fixed cost that only a long K hides: at 256 rows, 8 shares ran 11–13 µs longer than 128×128
+// tiles in 4 (the last share adding the others' 128 KB partial sums alone may be part of it;
+// benchmarks/NOTES.md). Measured on the 301 grid products (bf16; fwd, dx, dw) a broader rule took
+// (2 to 8 shares, 80 k-tiles or more; H100, session 35): 512 rows against 2048 columns (4 shares;
+// 64×128 pairs before) 1.01–1.28× from K = 11008, 512 × 2560 (3 shares on 120 blocks; 80 blocks of
+// 128×128 before) 1.08–1.24×, 256 × 5120 (3 shares; 128×128 dealt unevenly before) 1.01–1.11×; with
+// K = 8192 0.86–1.03; in 2 shares (1024 × 2048) 0.94–1.12; in 5 to 8 shares (256 rows against
+// 2048–3072 columns) 0.74–0.90, in 4 replacing 128×128 tiles dealt in 2 equal shares (256 × 4096)
+// 0.88–0.96, and on one tile row (128 × 8192, unpaired) 0.84–0.96.
 constexpr int64_t kWideDealtMinKTiles = 160;
 constexpr int64_t kWideDealtMinShares = 3;
 constexpr int64_t kWideDealtMinWaveEighths = 7;
@@ -418,7 +418,9 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more, but for 128×192 tiles whose
 // whole rounds cost less than the 128×256 tiles' share at kStreamKWideCostTenths. 193 to 256 rows
 // with a long K and few tiles take 128×128 tiles with stream-K over every turn
-// (kMediumStreamKMinKTiles). 16-bit products of at most 64 rows never take half-empty 128-row
+// (kMediumStreamKMinKTiles); 2 or 4 rows of 128×256 tiles fewer than half the SMs with a long K
+// take them, paired, with every turn dealt out in 3 or 4 equal shares where those fill 7/8 of the
+// SMs (kWideDealtMinKTiles). 16-bit products of at most 64 rows never take half-empty 128-row
 // tiles: 64×256 where the 64×128 ones would not fit in one wave. Two-consumer tiles in 3 tile
 // rows (128×128 ones up to 7) run unpaired (kOddRowsUnpairedMax). tf32, which has no 128-column
 // tiles, splits its 64×256 tiles along K likewise where they leave half the SMs idle
@@ -586,9 +588,11 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     return clusters % turns == 0 ? clusters / turns : 0;
   };
   // 16-bit: paired 128×256 tiles with every turn dealt out in equal shares where as whole tiles
-  // they would leave half the SMs idle and K is long (kWideDealtMinKTiles).
+  // they would leave half the SMs idle and K is long (kWideDealtMinKTiles); an even number of
+  // tile rows, more than 192 rows (a pair's second tile more than half full; measured at 256 and
+  // 512 rows).
   if (splittable && o.consumers == 0 && o.stream_k != 0 && equal_shares_allowed(o) &&
-      wide_m >= 2 && wide < sms / 2 && k_tiles >= kWideDealtMinKTiles) {
+      narrow_m >= 4 && wide_m % 2 == 0 && wide < sms / 2 && k_tiles >= kWideDealtMinKTiles) {
     Shape dealt = shape;
     dealt.consumers = 2, dealt.block_n = static_cast<int>(kWgmmaBlockN);
     dealt.split_k = 1, dealt.split_groups = 1, dealt.stream_k_all = true;
@@ -597,7 +601,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     const int64_t blocks = shares * turns_of(dealt, 2) * 2;
     const bool medium_even = medium_stream_k && equal_shares(medium_shape, kMaxShares) > 0;
     if (cluster_rule_of(dealt) == ClusterRule::kPairs && shares >= kWideDealtMinShares &&
-        shares <= kMaxShares && blocks * 8 >= sms * kWideDealtMinWaveEighths && !medium_even && deals_every_turn(dealt)) {
+        shares <= kMaxShares && blocks * 8 >= sms * kWideDealtMinWaveEighths && !medium_even &&
+        deals_every_turn(dealt)) {
       shape = dealt;
       medium_stream_k = false;
     }
@@ -629,7 +634,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   // 128×128 tiles (the plan's, or forced by 2x1x128), whose one partial round of a few hundred
   // rows against a weight leaves a third of the SMs idle (deals_every_turn). Without it, the plan
   // itself deals out every turn of two rows of 128×128 tiles with a long K (medium_stream_k,
-  // kMediumStreamKMinKTiles).
+  // kMediumStreamKMinKTiles), and of few 128×256 pairs with a long K (kWideDealtMinKTiles).
   // In tf32 (not 3xTF32's promoted tiles), one row of 64×256 one-consumer tiles, as a few rows
   // against a weight take them (fixup-bound at 1 to 64 rows: 0.73–0.91 of torch, H100, session
   // 31), and 128×256 two-consumer tiles, for few tiles and a long K.
@@ -1089,16 +1094,23 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     }
     case TileRule::kWideDealt: {
-      const int64_t shares = grid.blocks / s.cluster_m() / std::max<int64_t>(plan.turns, 1);
+      // The shares as launched: plan_grid cuts the turns again on the pairs resident at launch,
+      // which may be fewer than the sms / 2 the rule counted on.
+      const int64_t clusters = grid.blocks / s.cluster_m();
+      const int64_t turns = std::max<int64_t>(plan.turns, 1);
+      const std::string cut =
+          clusters % turns == 0 && clusters >= turns
+              ? "split in " + str(clusters / turns) + " equal shares"
+              : "dealt over " + str(clusters) + " pairs, unevenly";
       r.tile = "128x256, two consumer warpgroups, every turn dealt out as k-tiles: as whole "
                "tiles the " + wide + " would leave more than " + half + " idle, and 64x128 or "
                "128x128 tiles read two to three times the operand bytes for as many "
                "multiply-adds; with K's " + str(plan.k_tiles) + " k-tiles (" +
-               str(kWideDealtMinKTiles) + " or more) the " + str(plan.turns) +
-               " pair turns split in " + str(shares) + " equal shares (" +
-               str(kWideDealtMinShares) + " to " + str(kMaxShares) + ", on at least " +
-               str(kWideDealtMinWaveEighths) + "/8 of the SMs, where the plan would not deal "
-               "out 128x128 tiles in equal shares; see stream_k)";
+               str(kWideDealtMinKTiles) + " or more) the " + str(plan.turns) + " pair turns " +
+               cut + " (the plan takes them where, on " + str(sms / 2) + " resident pairs, they "
+               "split in " + str(kWideDealtMinShares) + " to " + str(kMaxShares) +
+               " equal shares on at least " + str(kWideDealtMinWaveEighths) + "/8 of the SMs, "
+               "and does not deal out 128x128 tiles in equal shares; see stream_k)";
       break;
     }
     case TileRule::kMediumStreamK:

@@ -101,7 +101,8 @@ struct Shape {
   // 128×128 tiles, or one row of 64×128 one-consumer tiles (M <= 64; in tf32, 64×256), under
   // TORCH_GEMM_WGMMA_STREAM_K=3; and by the plan itself, 128×128 tiles of two tile rows with a
   // long K (TileRule::kMediumStreamK) and tf32's 128×256 tiles in 2 to 8 equal shares where they
-  // would leave half the SMs idle (TileRule::kWideStreamK).
+  // would leave half the SMs idle (TileRule::kWideStreamK), and 16-bit 128×256 pairs where few
+  // meet a long K (TileRule::kWideDealt).
   bool stream_k_all = false;
   // The most equal shares plan_grid may cut every dealt turn in, on fewer clusters than resident
   // (heuristics.cpp's equal_share_clusters): 4, or 8 for tf32's kWideStreamK tiles where the
