@@ -209,6 +209,7 @@ constexpr int64_t kTf32DealtManySharesMinKTiles = 160;
 // K = 8192 0.86–1.03; in 2 shares (1024 × 2048) 0.94–1.12; in 5 to 8 shares (256 rows against
 // 2048–3072 columns) 0.74–0.90, in 4 replacing 128×128 tiles dealt in 2 equal shares (256 × 4096)
 // 0.88–0.96, and on one tile row (128 × 8192, unpaired) 0.84–0.96.
+constexpr int64_t kWideDealtMinNarrowRows = 4;  // more than 192 rows
 constexpr int64_t kWideDealtMinKTiles = 160;
 constexpr int64_t kWideDealtMinShares = 3;
 constexpr int64_t kWideDealtMinWaveEighths = 7;
@@ -544,21 +545,28 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
                                    kNarrowSplitMinKTiles, F::kMaxNarrowSlices);
     if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kNarrowSplit;
   }
+  // Whether a shape's turns, every one dealt out, split in equal shares on the clusters counted
+  // here (as equal_share_clusters would cut them; plan_grid cuts them again on the clusters
+  // resident at launch); 0: not.
+  const auto equal_shares = [&](const Shape& s, int64_t max_shares) -> int64_t {
+    const int64_t cluster = cluster_rule_of(s) == ClusterRule::kPairs ? 2 : 1;
+    const int64_t turns = turns_of(s, cluster);
+    const int64_t clusters = equal_share_clusters(turns, slots_of(cluster), true, max_shares);
+    return clusters % turns == 0 ? clusters / turns : 0;
+  };
   if (tf32_splittable && shape.consumers == 1 && o.consumers == 0 && o.stream_k != 0 &&
       equal_shares_allowed(o) && p.M >= kWgmmaBlockM) {
     Shape dealt = shape;  // 128×256, two consumers, unpaired (tf32's one short wave: kOneWave)
     dealt.consumers = 2, dealt.block_n = static_cast<int>(kWgmmaBlockN), dealt.split_k = 1;
     dealt.stream_k_all = true;
     dealt.tile_rule = TileRule::kWideStreamK;
-    const int64_t turns = turns_of(dealt, 1);
     const int64_t narrow_blocks = narrow_m * tiles_n * p.batch * shape.split_k;
     const bool many = narrow_blocks * 2 <= sms && k_tiles >= kTf32DealtManySharesMinKTiles;
     // Up to 8 shares where that is allowed, else (or where that finds none) up to 4.
     const int64_t max_shares_tried[] = {kTf32DealtMaxShares, kMaxShares};
     for (int i = many ? 0 : 1; i < 2; ++i) {
       const int64_t max_shares = max_shares_tried[i];
-      const int64_t clusters = equal_share_clusters(turns, slots_of(1), true, max_shares);
-      const int64_t shares = clusters % turns == 0 ? clusters / turns : 0;
+      const int64_t shares = equal_shares(dealt, max_shares);
       const bool few_ok = narrow_m >= kTf32DealtMinNarrowRows && shares >= kMinShares &&
                           shares <= kMaxShares && k_tiles >= shares * kTf32DealtMinShareKTiles;
       const bool many_ok = many && shares > kMaxShares && shares <= kTf32DealtMaxShares;
@@ -578,31 +586,23 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
                          medium >= kMediumStreamKMinTiles &&
                          medium * 8 <= sms * kMediumStreamKMaxWaveEighths &&
                          k_tiles >= kMediumStreamKMinKTiles && deals_every_turn(medium_shape);
-  // Whether a shape's turns, every one dealt out, split in equal shares on the clusters counted
-  // here (as equal_share_clusters would cut them; plan_grid cuts them again on the clusters
-  // resident at launch); 0: not.
-  const auto equal_shares = [&](const Shape& s, int64_t max_shares) -> int64_t {
-    const int64_t cluster = cluster_rule_of(s) == ClusterRule::kPairs ? 2 : 1;
-    const int64_t turns = turns_of(s, cluster);
-    const int64_t clusters = equal_share_clusters(turns, slots_of(cluster), true, max_shares);
-    return clusters % turns == 0 ? clusters / turns : 0;
-  };
   // 16-bit: paired 128×256 tiles with every turn dealt out in equal shares where as whole tiles
   // they would leave half the SMs idle and K is long (kWideDealtMinKTiles); an even number of
   // tile rows, more than 192 rows (a pair's second tile more than half full; measured at 256 and
   // 512 rows).
   if (splittable && o.consumers == 0 && o.stream_k != 0 && equal_shares_allowed(o) &&
-      narrow_m >= 4 && wide_m % 2 == 0 && wide < sms / 2 && k_tiles >= kWideDealtMinKTiles) {
+      narrow_m >= kWideDealtMinNarrowRows && wide_m % 2 == 0 && wide < sms / 2 &&
+      k_tiles >= kWideDealtMinKTiles) {
     Shape dealt = shape;
     dealt.consumers = 2, dealt.block_n = static_cast<int>(kWgmmaBlockN);
     dealt.split_k = 1, dealt.split_groups = 1, dealt.stream_k_all = true;
     dealt.tile_rule = TileRule::kWideDealt;
+    const bool paired = cluster_rule_of(dealt) == ClusterRule::kPairs;
     const int64_t shares = equal_shares(dealt, kMaxShares);
     const int64_t blocks = shares * turns_of(dealt, 2) * 2;
     const bool medium_even = medium_stream_k && equal_shares(medium_shape, kMaxShares) > 0;
-    if (cluster_rule_of(dealt) == ClusterRule::kPairs && shares >= kWideDealtMinShares &&
-        shares <= kMaxShares && blocks * 8 >= sms * kWideDealtMinWaveEighths && !medium_even &&
-        deals_every_turn(dealt)) {
+    if (paired && shares >= kWideDealtMinShares && shares <= kMaxShares &&
+        blocks * 8 >= sms * kWideDealtMinWaveEighths && !medium_even && deals_every_turn(dealt)) {
       shape = dealt;
       medium_stream_k = false;
     }
