@@ -222,16 +222,17 @@ DEFAULT_CASES = (
     Case("3xtf32 batched", "bmm_tiled, 3 products: 5x8x3 = 120 tiles of 128x128 in one short wave",
          "wgmma_sm90_3xtf32", 600, 1000, 200, dtype="float32", op="bmm", batch=3,
          expect={"tile": (128, 128), "cluster": 1}),
-    Case("decode 1 token tile unsplit", "4 rows: one 8-token tile; 264 blocks of 16 columns fill "
-         "the 2 slots of each SM, so K stays whole (auto takes decode_sm80)",
+    Case("decode 1 token tile unsplit", "4 rows: one 8-token tile; 264 blocks of 16 columns, more "
+         "than a quarter of the SMs, stream the weight with K whole (auto takes decode_sm80)",
          "decode_sm80", 4, 4224, 1024, expect={"token_tiles": 1, "splits_k": False}),
-    Case("decode 1 token tile split", "1 row against a 2048x8192 weight: 128 blocks fill half of "
-         "the 264 slots, so K splits across blocks and a second kernel adds the sums",
-         "decode_sm80", 1, 2048, 8192, expect={"token_tiles": 1, "splits_k": True}),
+    Case("decode 1 token tile split", "4 rows against a 256x8192 weight: 16 blocks, at most a "
+         "quarter of the SMs, of 16 KB rows, so K splits across blocks and a second kernel adds the sums",
+         "decode_sm80", 4, 256, 8192, expect={"token_tiles": 1, "splits_k": True}),
     Case("decode 2 token tiles unsplit", "12 rows: two 8-token tiles; 264 blocks fill the slots",
          "decode_sm80", 12, 4224, 1024, expect={"token_tiles": 2, "splits_k": False}),
-    Case("decode 2 token tiles split", "16 rows against a 2048x8192 weight: 128 blocks, K split",
-         "decode_sm80", 16, 2048, 8192, expect={"token_tiles": 2, "splits_k": True}),
+    Case("decode 2 token tiles split", "16 rows against a 512x8192 weight: 32 blocks fill an "
+         "eighth of the 264 slots, so K splits (two token tiles split by the rounds alone)",
+         "decode_sm80", 16, 512, 8192, expect={"token_tiles": 2, "splits_k": True}),
     Case("decode 4 token tiles", "24 rows (kernel= only: auto stops at 16): four 8-token tiles",
          "decode_sm80", 24, 1024, 1024, expect={"token_tiles": 4}),
     Case("decode 8 token tiles", "40 rows: eight 8-token tiles, two passes' worth",

@@ -29,7 +29,7 @@ def _needs_sm80() -> None:
 @pytest.mark.parametrize("M, N, K", [
     (1, 4096, 4096), (2, 1024, 4096), (7, 17, 40), (8, 512, 2048), (9, 100, 8),
     (16, 1000, 4104), (17, 33, 96), (32, 256, 512), (33, 64, 1032), (64, 4096, 256),
-    (65, 48, 64), (130, 31, 72), (3, 16, 32 * 2048), (5, 1, 16),
+    (65, 48, 64), (130, 31, 72), (3, 16, 32 * 2048), (5, 1, 16), (16, 256, 8200), (5, 200, 16392),
 ])
 def test_linear_weight_layouts(M, N, K, dtype):
     """x @ W.T with W as nn.Linear keeps it: B's columns contiguous, the rung's own path."""
@@ -71,15 +71,18 @@ def test_layouts_that_fall_back_to_gemv(case):
     assert_close_to_reference(out, a, b)
 
 
-def test_batched_and_deterministic():
+# 3 x 32 blocks of a short K stream unsplit; 2 x 16 blocks of K = 8192 (16 KB rows) split K
+# across blocks, whose partial sums the second kernel adds in a fixed order.
+@pytest.mark.parametrize("batch, M, N, K", [(3, 8, 512, 2048), (2, 8, 256, 8192)])
+def test_batched_and_deterministic(batch, M, N, K):
     _needs_sm80()
-    gen = generator("cuda", "decode-bmm")
-    x, w = randn((3, 8, 2048), torch.bfloat16, "cuda", gen), randn((3, 512, 2048), torch.bfloat16, "cuda", gen)
+    gen = generator("cuda", "decode-bmm", batch, N, K)
+    x, w = randn((batch, M, K), torch.bfloat16, "cuda", gen), randn((batch, N, K), torch.bfloat16, "cuda", gen)
     first = torch_gemm.bmm_tiled(x, w.transpose(1, 2), kernel="decode_sm80")
-    for z in range(3):
+    for z in range(batch):
         assert_close_to_reference(first[z], x[z], w[z].t())
     again = torch_gemm.bmm_tiled(x, w.transpose(1, 2), kernel="decode_sm80")
-    assert torch.equal(first, again)  # the split's partial sums are added in a fixed order
+    assert torch.equal(first, again)
 
 
 def test_empty_and_zero_k():

@@ -849,10 +849,14 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (1, 2048, 2048, BF16, 90, True, 1, "gemv"),           # one token, a small weight: one launch
     (2, 1024, 4096, BF16, 90, True, 1, "gemv"),
     (8, 512, 2048, FP16, 90, True, 1, "gemv"),
-    (4, 2048, 2048, BF16, 90, True, 1, "wgmma_sm90"),     # decode_sm80 would split K across blocks
+    (4, 2048, 2048, BF16, 90, True, 1, "decode_sm80"),    # 128 blocks stream the weight unsplit
+    (4, 256, 8192, BF16, 90, True, 1, "wgmma_sm90"),      # 16 blocks, a long K: decode_sm80 would split it
+    (8, 512, 4096, BF16, 90, True, 1, "decode_sm80"),     # 32 blocks, a short K: no split
+    (16, 512, 4096, BF16, 90, True, 1, "wgmma_sm90"),     # two token tiles: split by the rounds
     (4, 2048, 2048, BF16, 80, True, 1, "decode_sm80"),    # no wgmma: the split decode
     (8, 28672, 8192, BF16, 90, True, 1, "decode_sm80"),   # 1792 blocks fill 264 slots without a split
     (16, 5120, 5120, FP16, 90, True, 1, "wgmma_sm90"),
+    (8, 5120, 5120, FP16, 90, True, 1, "decode_sm80"),    # 320 blocks of 10 KB rows: no split
     (1, 4096, 4096, BF16, 75, True, 1, "gemv"),           # no mma.sync: one row on gemv
     (1, 4096, 4096, BF16, 90, True, 4096, "wgmma_sm90"),  # B's columns not contiguous
     (2, 4096, 4096, FP32, 80, False, 1, "gemv"),
@@ -904,10 +908,24 @@ def test_auto_rule(M, N, K, dtype, sm, allow_tf32, b_stride_k, expected):
 
 
 def test_auto_decode_on_sm90_follows_decode_sm80s_split():
-    # 4096 columns: 256 blocks of 16 fill 2 x 132 slots, no split; 5120: 320 blocks, split in K.
-    assert _C.auto_kernel(8, 4096, 4096, dtype=BF16, sm=90, sm_count=132)["kernel"] == "decode_sm80"
-    assert _C.auto_kernel(8, 5120, 5120, dtype=BF16, sm=90, sm_count=132)["kernel"] == "wgmma_sm90"
-    assert "second kernel" in _C.auto_kernel(8, 5120, 5120, dtype=BF16, sm=90, sm_count=132)["reason"]
+    # Up to 8 bf16/fp16 rows K splits across blocks only where the blocks of 16 columns are at
+    # most a quarter of the SMs against rows of 10 KB or more (512 columns, K = 8192: 32 blocks; 528:
+    # 33, a quarter of 132 SMs but not of 128), or past the 264 slots of one round against rows of
+    # more than 16 KB (5120 columns, K = 11008); there auto takes wgmma. 9-16 rows split by the
+    # rounds alone (5120 columns: 320 blocks).
+    def kernel(M, N, K, sm_count=132):
+        return _C.auto_kernel(M, N, K, dtype=BF16, sm=90, sm_count=sm_count)["kernel"]
+    assert kernel(8, 4096, 4096) == "decode_sm80"
+    assert kernel(8, 5120, 5120) == "decode_sm80"
+    assert kernel(8, 5120, 8192) == "decode_sm80"
+    assert kernel(8, 5120, 11008) == "wgmma_sm90"
+    assert kernel(8, 512, 4096) == "decode_sm80"
+    assert kernel(8, 512, 8192) == "wgmma_sm90"
+    assert kernel(8, 528, 8192) == "wgmma_sm90"
+    assert kernel(8, 528, 8192, sm_count=128) == "decode_sm80"
+    assert kernel(16, 5120, 5120) == "wgmma_sm90"
+    assert kernel(16, 2048, 8192) == "wgmma_sm90"
+    assert "second kernel" in _C.auto_kernel(8, 512, 8192, dtype=BF16, sm=90, sm_count=132)["reason"]
     with pytest.raises(ValueError, match="sm_count"):
         _C.auto_kernel(8, 8, 8, dtype=BF16, sm=90, sm_count=0)
 

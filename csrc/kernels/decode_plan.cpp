@@ -16,10 +16,30 @@ constexpr int64_t kMaxSplits = 16;
 constexpr int64_t kMinChunksPerWarp = 2;
 // A larger split is taken only where it fills the device's rounds by more than this.
 constexpr double kEfficiencyMargin = 0.05;
+// bf16/fp16 with one token tile (up to 8 rows): where all the blocks are resident at once they
+// keep enough loads in flight to stream the weight unsplit, and a split's second kernel costs more
+// than it spreads; except where the blocks are at most 1/kFewBlocksPerSm of the SMs and a weight
+// row holds at least kFewBlocksMinRowBytes (too few loads in flight). Past one round of blocks,
+// unsplit where a row holds at most kRoundsMaxRowBytes: with longer rows the last round's tail
+// costs more than the second kernel. Two token tiles (more registers and token loads a warp) and
+// float32 as tf32 keep the round-efficiency rule alone, which measured as well or better there
+// (benchmarks/NOTES.md, session 36).
+constexpr int64_t kFewBlocksPerSm = 4;
+constexpr int64_t kFewBlocksMinRowBytes = 10240;
+constexpr int64_t kRoundsMaxRowBytes = 16384;
 
 double round_efficiency(int64_t blocks, int64_t slots) {
   const double rounds = static_cast<double>(blocks) / static_cast<double>(slots);
   return rounds / std::ceil(rounds);
+}
+
+// Whether a product of one pass of tokens streams its weight without a K split across blocks.
+bool streams_unsplit(const GemmParams& p, const DecodePlan& plan, int64_t blocks, int64_t slots, int64_t sms) {
+  if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) return false;
+  if (plan.token_tiles != 1) return false;
+  const int64_t row_bytes = p.K * dtype_size(p.dtype);
+  if (blocks > slots) return row_bytes <= kRoundsMaxRowBytes;
+  return blocks * kFewBlocksPerSm > sms || row_bytes < kFewBlocksMinRowBytes;
 }
 
 }  // namespace
@@ -46,7 +66,7 @@ DecodePlan plan_decode(const GemmParams& p, int64_t sms) {
   double best_efficiency = round_efficiency(plan.blocks_x * batch, slots);
   // Split K across blocks only for one pass of tokens (the decode shapes) and where the blocks
   // leave rounds unfilled.
-  if (p.M <= int64_t{8} * plan.token_tiles) {
+  if (p.M <= int64_t{8} * plan.token_tiles && !streams_unsplit(p, plan, plan.blocks_x * batch, slots, sms)) {
     for (int64_t splits = 2; splits <= kMaxSplits; ++splits) {
       if (chunks < splits * plan.warps_per_column * kMinChunksPerWarp) break;
       const double efficiency = round_efficiency(plan.blocks_x * batch * splits, slots);
