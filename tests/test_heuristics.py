@@ -853,7 +853,7 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (4, 256, 8192, BF16, 90, True, 1, "wgmma_sm90"),      # 16 blocks, a long K: decode_sm80 would split it
     (8, 512, 4096, BF16, 90, True, 1, "decode_sm80"),     # 32 blocks, a short K: no split
     (16, 512, 4096, BF16, 90, True, 1, "wgmma_sm90"),     # two token tiles: split by the rounds
-    (4, 2048, 2048, BF16, 80, True, 1, "decode_sm80"),    # no wgmma: the split decode
+    (4, 2048, 2048, BF16, 80, True, 1, "decode_sm80"),    # no wgmma: decode_sm80
     (8, 28672, 8192, BF16, 90, True, 1, "decode_sm80"),   # 1792 blocks fill 264 slots without a split
     (16, 5120, 5120, FP16, 90, True, 1, "wgmma_sm90"),
     (8, 5120, 5120, FP16, 90, True, 1, "decode_sm80"),    # 320 blocks of 10 KB rows: no split
@@ -921,6 +921,9 @@ def test_auto_decode_on_sm90_follows_decode_sm80s_split():
     assert kernel(8, 5120, 11008) == "wgmma_sm90"
     assert kernel(8, 512, 4096) == "decode_sm80"
     assert kernel(8, 512, 8192) == "wgmma_sm90"
+    assert kernel(8, 512, 5120) == "wgmma_sm90"   # rows of 10240 bytes: split
+    assert kernel(8, 512, 5112) == "decode_sm80"  # one vector less: whole
+    assert kernel(8, 5120, 8200) == "wgmma_sm90"  # past one round, rows over 16 KB: split
     assert kernel(8, 528, 8192) == "wgmma_sm90"
     assert kernel(8, 528, 8192, sm_count=128) == "decode_sm80"
     assert kernel(16, 5120, 5120) == "wgmma_sm90"

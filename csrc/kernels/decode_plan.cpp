@@ -65,7 +65,8 @@ DecodePlan plan_decode(const GemmParams& p, int64_t sms) {
   const int64_t slots = std::max<int64_t>(sms, 1) * Cfg::kMinBlocksPerSm;
   double best_efficiency = round_efficiency(plan.blocks_x * batch, slots);
   // Split K across blocks only for one pass of tokens (the decode shapes) and where the blocks
-  // leave rounds unfilled.
+  // leave rounds unfilled, except where streams_unsplit keeps a 16-bit product of one token tile
+  // whole.
   if (p.M <= int64_t{8} * plan.token_tiles && !streams_unsplit(p, plan, plan.blocks_x * batch, slots, sms)) {
     for (int64_t splits = 2; splits <= kMaxSplits; ++splits) {
       if (chunks < splits * plan.warps_per_column * kMinChunksPerWarp) break;

@@ -33,8 +33,9 @@ constexpr int64_t kGemvMaxRowsWide = 2;
 // where wgmma's 64-row tiles and gemv's CUDA-core sums fell behind (benchmarks/NOTES.md).
 constexpr int64_t kDecodeMaxRows = 16;
 // Except on small weights, where one launch counts for more than the tensor cores: gemv keeps up
-// to `rows` rows of a weight of at most `elements` (N·K) elements; decode_sm80 would split K
-// across blocks and add a second kernel.
+// to `rows` rows of a weight of at most `elements` (N·K) elements. Measured against decode_sm80
+// when it split K across blocks there (a second kernel); since session 36 it streams most of these
+// weights unsplit, against which the bounds are not yet measured (benchmarks/NOTES.md).
 struct GemvOverDecode {
   int64_t rows, elements;
 };

@@ -146,7 +146,7 @@ const char* describe_auto_choice(AutoRule rule) {
       "tile would be mostly empty rows",
       "decode: up to 16 bf16/fp16 rows of A against a B with contiguous columns, from compute "
       "capability 8.0: decode_sm80 streams B once through mma.sync, 16 of its columns by up to 8 "
-      "rows a tile (on compute capability 9.0 where its blocks fill the SMs without splitting K)",
+      "rows a tile (on compute capability 9.0 where its plan does not split K across blocks)",
       "decode on compute capability 9.0: up to 16 bf16/fp16 rows where decode_sm80 would split K "
       "across blocks and add the sums in a second kernel; wgmma_sm90's 64x128 tiles split K "
       "inside a cluster instead",
