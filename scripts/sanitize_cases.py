@@ -135,6 +135,15 @@ DEFAULT_CASES = (
          "and N",
          "wgmma_sm90", 1000, 2504, 2048, b_k_major=False,
          expect={"tile": (128, 192), "consumers": 2, "cluster": 2, "split_k": 1}),
+    Case("wgmma slim 128x80", "4x32 = 128 tiles of 128x80 fill one round where 4x20 of 128x128 "
+         "leave 52 SMs idle; both operands K-major, C stored from registers, a bias row of 80 "
+         "columns; 16 k-tiles, one short wave, single blocks",
+         "wgmma_sm90", 512, 2560, 1024, op="linear",
+         expect={"tile": (128, 80), "consumers": 2, "cluster": 1, "split_k": 1}),
+    Case("wgmma slim 128x96", "6x19 = 114 tiles of 128x96 fill one round where 6x15 of 128x128 "
+         "leave 42 SMs idle; edge tiles in M and N, a prime K (A and B repacked K-major)",
+         "wgmma_sm90", 700, 1800, 1031,
+         expect={"tile": (128, 96), "consumers": 2, "cluster": 1, "split_k": 1}),
     Case("wgmma repack odd leading dimension", "K = 2050 bf16: A's and B's rows are 4100 bytes, "
          "not a multiple of the 16 TMA needs, so both are copied into the workspace first",
          "wgmma_sm90", 250, 4264, 2050,

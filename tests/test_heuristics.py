@@ -28,7 +28,9 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     """The plan is one of the kernels the launcher instantiates (launch_layout, run_config)."""
     sixteen_bit = dtype != FP32
     tile, split, cluster = tuple(p["tile"]), p["split_k"], p["cluster"]
-    assert tile in {(128, 256), (64, 256)} | ({(64, 128), (128, 128), (128, 192)} if sixteen_bit else set()), p
+    slim = {(128, 80), (128, 96)}
+    sixteen_bit_tiles = {(64, 128), (128, 128), (128, 192)} | slim
+    assert tile in {(128, 256), (64, 256)} | (sixteen_bit_tiles if sixteen_bit else set()), p
     assert p["consumers"] == tile[0] // 64
     assert split in (1, 2, 4, 8) and cluster in (1, 2)
     groups = p["split_groups"]
@@ -44,6 +46,9 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
             assert tile == (64, 256) and not row_sum, p
     if tile == (128, 192):
         assert split == 1, p
+    if tile in slim:  # both operands K-major, C from registers, whole K, no row sums
+        assert split == 1 and not p["stream_k"] and not row_sum, p
+        assert p["a"]["k_major"] and p["b"]["k_major"] and p["store"] == "registers", p
     if p["stream_k"]:
         assert split == 1 and p["stream_k_turns"] > 0, p
         assert p["stream_k_turns"] <= p["turns"]
@@ -236,11 +241,11 @@ def test_stream_k_over_every_turn_of_128x256_tiles(M, N, K, shape, pairs):
     assert_supported(p, BF16)
 
 
-# TORCH_GEMM_WGMMA_STREAM_K=3 on 128x128 tiles: the plan's one partial round of a few hundred rows
-# against a weight (80 tiles on 132 SMs), or forced; every turn dealt out, paired where the plan
-# pairs them.
+# TORCH_GEMM_WGMMA_STREAM_K=3 on 128x128 tiles: the plan's, or forced (one partial round of a few
+# hundred rows against a weight, 80 tiles on 132 SMs, where the plan takes slim 128x80 tiles);
+# every turn dealt out, paired where the plan pairs them.
 @pytest.mark.parametrize("M, N, K, shape, pairs", [
-    (512, 2560, 8192, None, True),       # 40 pair turns of 128 k-tiles on 66 pairs
+    (512, 2560, 8192, "2x1x128", True),  # 40 pair turns of 128 k-tiles on 66 pairs
     (256, 8192, 2048, None, True),
     (2048, 2048, 2048, "2x1x128", True),  # 128 pair turns: several a pair
     (256, 2048, 1024, "2x1x128", False),  # 16 k-tiles: one short wave, single blocks
@@ -715,6 +720,7 @@ def test_stream_k_mode_two_takes_one_round_more():
     ("1x1x128", (64, 128), 1), ("1x1", (64, 256), 1), ("2x1", (128, 256), 1), ("2x2", (128, 256), 2),
     ("2x2x256", (128, 256), 2), ("1x2x128", (64, 128), 2), ("1x4x128", (64, 128), 4),
     ("1x8x128", (64, 128), 8), ("2x1x128", (128, 128), 1), ("2x1x192", (128, 192), 1),
+    ("2x1x80", (128, 80), 1), ("2x1x96", (128, 96), 1),
 ])
 def test_forced_shape_is_respected(shape, tile, split):
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:
@@ -724,7 +730,7 @@ def test_forced_shape_is_respected(shape, tile, split):
 
 
 @pytest.mark.parametrize("shape", ["3x1", "1x2", "2x2x128", "1x1x64", "x", "", "2", "1x3x128", "1x16x128",
-                                   "2x4", "1x1x192", "2x2x192"])
+                                   "2x4", "1x1x192", "2x2x192", "1x1x80", "2x2x96", "2x1x112"])
 def test_invalid_forced_shape_is_ignored(shape):
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:
         p, q = plan(M, N, K, shape=shape), plan(M, N, K)
@@ -737,6 +743,37 @@ def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
     assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 1
     assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="2x1x192")["tile"]) == (128, 256)
     assert tuple(plan(4096, 4096, 4096, row_sum=True, shape="2x1x192")["tile"]) == (128, 256)
+
+
+# Slim tiles where their rounds cost less than the two-consumer tiles' (a few hundred rows against
+# a weight of 2560-6144 columns), paired along M; not in one tile row, with a short K, row sums,
+# tf32, an MN-major operand, or where 128x128 tiles fill their round.
+@pytest.mark.parametrize("M, N, K, width", [
+    (512, 2560, 8192, 80), (256, 5120, 5120, 80), (512, 3072, 8192, 96), (256, 6144, 14336, 96),
+    (128, 11008, 4096, None), (512, 2560, 960, None), (512, 4096, 4096, None), (4096, 4096, 4096, None),
+])
+def test_slim_tiles_by_the_plan(M, N, K, width):
+    p = plan(M, N, K)
+    if width is None:
+        assert p["tile"][1] not in (80, 96), p["why"]["tile"]
+        return
+    assert tuple(p["tile"]) == (128, width) and p["cluster"] == 2 and p["store"] == "registers"
+    assert "slim tiles make 1 round" in p["why"]["tile"]
+    assert_supported(p, BF16)
+    for kwargs in [dict(dtype=FP32), dict(row_sum=True), dict(a_k_major=False), dict(b_k_major=False)]:
+        assert plan(M, N, K, **kwargs)["tile"][1] not in (80, 96), kwargs
+
+
+@pytest.mark.parametrize("shape", ["2x1x80", "2x1x96"])
+def test_forced_slim_tiles_only_where_both_operands_are_k_major(shape):
+    # Slim tiles read A and B K-major and store C from registers; elsewhere the override is
+    # ignored, as an invalid one is (tf32, row sums, an MN-major operand).
+    p = plan(512, 2560, 4096, shape=shape)
+    assert tuple(p["tile"]) == (128, int(shape.split("x")[2])) and p["store"] == "registers"
+    assert "not whole 64-column boxes" in p["why"]["store"]
+    for kwargs in [dict(dtype=FP32), dict(row_sum=True), dict(a_k_major=False), dict(b_k_major=False)]:
+        p, q = plan(512, 2560, 4096, shape=shape, **kwargs), plan(512, 2560, 4096, **kwargs)
+        assert (p["tile"], p["split_k"], p["cluster"]) == (q["tile"], q["split_k"], q["cluster"]), kwargs
 
 
 def test_clusters_off():
@@ -829,7 +866,7 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     extras = [dict(), dict(bias=True), dict(row_sum=True), dict(batch=3)]
     overrides = [dict(), dict(shape="1x1x128"), dict(shape="2x2"), dict(shape="2x1x192"), dict(cluster="1"),
                  dict(stream_k="2"), dict(stream_k="3"), dict(max_clusters="5"), dict(stream_k="0", cluster="1"),
-                 dict(shape="2x1x192", cluster="1")]
+                 dict(shape="2x1x192", cluster="1"), dict(shape="2x1x80"), dict(shape="2x1x96", cluster="1")]
     for (a_k, b_k), extra, override in itertools.product(layouts, extras, overrides):
         p = plan(M, N, K, dtype=dtype, sm_count=sm_count, a_k_major=a_k, b_k_major=b_k, **extra, **override)
         assert p["refused"] is None

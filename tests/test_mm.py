@@ -200,11 +200,21 @@ WGMMA_SMALL_SHAPES = [(1, 1000, 1000, 1000), (1, 1000, 1001, 67), (2, 200, 700, 
 
 # wgmma_sm90 takes 128×128 tiles (two consumers of 64×128, 16-bit), paired along M, where the
 # 64×128 tiles are too many for one wave and the 128×128 ones fit in it or make fewer rounds than
-# 128×256 tiles. On a 132-SM H100/H200: 72–128 tiles in one wave, an edge tile in N (1104
-# columns); C rows of 2001 elements (not 16-byte aligned: stored from registers); batched; a prime
-# K; 396 tiles in 3 rounds with 9 tile rows (a pair with one tile past M).
-WGMMA_MEDIUM_SHAPES = [(1, 1024, 1104, 2100), (1, 1000, 2001, 2500), (3, 512, 1024, 2048),
-                       (1, 700, 1800, 4099), (1, 1100, 5632, 1000)]
+# 128×256 tiles (and slim tiles would not fit in that one wave). On a 132-SM H100/H200: 104–128
+# tiles in one wave, an edge tile in N (1616 columns); C rows of 2001 elements (not 16-byte
+# aligned: stored from registers); batched; a prime K; 396 tiles in 3 rounds with 9 tile rows (a
+# pair with one tile past M).
+WGMMA_MEDIUM_SHAPES = [(1, 1024, 1616, 2100), (1, 1000, 2001, 2500), (3, 512, 1152, 2048),
+                       (1, 700, 2200, 4099), (1, 1100, 5632, 1000)]
+
+
+# wgmma_sm90 takes slim 128×80 or 128×96 tiles (16-bit, both operands K-major, C stored from
+# registers) where they fill one wave that 128×128 tiles leave a third idle. On a 132-SM H100/H200:
+# 112 tiles of 128×80 with an edge tile in N (1104 columns: 64 in the last); batched, 132 of
+# 128×96; a prime K, 6 tile rows (the last 60 rows), 114 of 128×96; C rows of 2563 elements (not
+# 16-byte aligned), 132 of 128×80 (the last 3 columns). Other layouts take the plan's other tiles.
+WGMMA_SLIM_SHAPES = [(1, 1024, 1104, 2100), (3, 512, 1024, 2048), (1, 700, 1800, 4099),
+                     (1, 512, 2563, 2048)]
 
 
 # wgmma_sm90 takes 128×192 tiles (two consumers of 64×192, 16-bit) where the two-consumer tiles it
@@ -250,6 +260,8 @@ WGMMA_PATH_PLANS = {
     "medium_tiles": (lambda: WGMMA_MEDIUM_SHAPES,
                      lambda p: tuple(p["tile"]) == (128, 128) and p["cluster"] == 2),
     "mid_tiles": (lambda: WGMMA_MID_SHAPES, lambda p: tuple(p["tile"]) == (128, 192)),
+    "slim_tiles": (lambda: WGMMA_SLIM_SHAPES,
+                   lambda p: p["tile"][1] in (80, 96) and p["cluster"] == 2 and p["store"] == "registers"),
     "small_split_k": (lambda: WGMMA_SMALL_SPLIT_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] > 1),
     "stream_k": (lambda: WGMMA_STREAM_K_SHAPES, lambda p: tuple(p["tile"]) == (128, 256) and p["stream_k"]),
     "odd_rows": (lambda: WGMMA_ODD_ROWS_SHAPES,
@@ -288,8 +300,9 @@ WGMMA_STREAM_K_SHAPES = [(1, 3072, 4352, 4096), (1, 3200, 4000, 2600), (1, 3300,
 # split K: the bias enters through one slice; stream-K: through the piece with the last k-tiles).
 WGMMA_SIXTEEN_BIT_PATHS = {
     "small_tiles": (WGMMA_SMALL_SHAPES, [(1000, 1000, 1000), (130, 250, 127)]),
-    "medium_tiles": (WGMMA_MEDIUM_SHAPES, [(1024, 1104, 2100), (1000, 2001, 2500)]),
+    "medium_tiles": (WGMMA_MEDIUM_SHAPES, [(1024, 1616, 2100), (1000, 2001, 2500)]),
     "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
+    "slim_tiles": (WGMMA_SLIM_SHAPES, [(1024, 1104, 2100), (700, 1800, 4099)]),
     "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 2053), (20, 1000, 8200)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
     "odd_rows": (WGMMA_ODD_ROWS_SHAPES, [(384, 4096, 4096), (330, 4001, 3000)]),
@@ -453,6 +466,30 @@ def test_wgmma_forced_mid_tiles():
     check_wgmma_under_env("forced_mid", [(70, 300, 100), (5, 129, 1), (130, 1000, 577), (1000, 1001, 67),
                                          (1000, 1001, 2048), (4096, 4096, 64)],
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": "2x1x192"})
+
+
+# Slim 128×80 and 128×96 tiles forced (TORCH_GEMM_WGMMA_SHAPE=2x1x80, 2x1x96). They read both
+# operands K-major (layout b_t, a linear's forward; in the other layouts the override is ignored
+# and the plan's tiles run): a single tile, K of 8 (part of one k-tile; a K of 1 repacks A
+# M-major), edge tiles in M and N (N of 83 and 1001: the last tile's columns end inside a lane's
+# 8; the bias row of 80 is two and a half rounds of the bias warp's lanes), one paired wave
+# (1000×1001×2048), many tiles a block (4096×4096×64), each run twice for the same bits; then the
+# slim tile is checked to have run where it applies.
+SLIM_CHECK = """
+for M, N, K in {shapes!r}:
+    a, b = make_operands(M, N, K, "b_t", torch.bfloat16, "cuda", generator("cuda", "slim", M, N, K))
+    assert tuple(torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["tile"]) == (128, WIDTH)
+print("ok")
+"""
+
+
+@requires_cuda
+@pytest.mark.parametrize("width", [80, 96])
+def test_wgmma_forced_slim_tiles(width):
+    script = ENV_SCRIPT.replace('\nprint("ok")', SLIM_CHECK.replace("WIDTH", str(width)))
+    check_wgmma_under_env(f"forced_slim {width}", [(70, 300, 100), (5, 129, 8), (130, 83, 577), (1000, 1001, 67),
+                                                  (1000, 1001, 2048), (4096, 4096, 64)],
+                          LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": f"2x1x{width}"}, script)
 
 
 # 128×256 tiles split along K in two (TORCH_GEMM_WGMMA_SHAPE=2x2; the plan takes 128×128 tiles

@@ -22,6 +22,15 @@ constexpr int64_t kWgmmaNarrowBlockM = 64;
 constexpr int64_t kWgmmaBlockN = 256;
 constexpr int64_t kWgmmaSmallBlockN = 128;
 constexpr int64_t kWgmmaMidBlockN = 192;
+// Slim 128×80 and 128×96 tiles (16-bit, two consumers, both operands K-major, C stored from
+// registers): cuBLAS's width for a few hundred rows against a weight, where 128-column tiles make
+// one round of about 60-75 % of the SMs and these fill it (512 rows against 2560 columns: 80
+// tiles of 128×128, 128 of 128×80).
+constexpr int64_t kWgmmaSlimBlockN80 = 80;
+constexpr int64_t kWgmmaSlimBlockN96 = 96;
+constexpr bool is_slim_block_n(int64_t n) {
+  return n == kWgmmaSlimBlockN80 || n == kWgmmaSlimBlockN96;
+}
 
 // Rows of A at or below which kernel="auto" takes gemv where B's columns are contiguous: for the
 // 16-bit types one (from two rows on, wgmma's tiles were mostly faster), for float32 and float64

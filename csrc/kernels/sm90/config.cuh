@@ -31,8 +31,13 @@ struct WgmmaConfig {
   static constexpr int kBlockM = kConsumers * kMmaM;  // 128 (or 64) rows of C per tile
   static constexpr int kBlockN = kMmaN;               // 256 (192, 128) columns of C per tile
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
-  static_assert(kMmaN == 256 || kMmaN == 128 || (kMmaN == 192 && !kTf32 && kConsumers == 2),
-                "256- or 128-column tiles, or 192-column 16-bit tiles of two consumers");
+  // Slim tiles (tiles.h's kWgmmaSlimBlockN80, 96): a width between, for tile counts that fill
+  // the SMs where 128 columns leave a third of them idle; their C leaves from registers.
+  static constexpr bool kSlim = is_slim_block_n(kMmaN);
+  static_assert(kMmaN == 256 || kMmaN == 128 ||
+                    ((kMmaN == 192 || kSlim) && !kTf32 && kConsumers == 2),
+                "256- or 128-column tiles, or 192-, 96- or 80-column 16-bit tiles of two "
+                "consumers");
   // tf32's 128-column tiles are 3xTF32's inner product (wgmma_sm90_3xtf32), and only that: both
   // operands already split into TF32 values, K-major, so that A too is read from shared memory;
   // each k-tile's products are summed on the tensor cores into a fresh set of registers and then
@@ -42,6 +47,7 @@ struct WgmmaConfig {
   static_assert(kBlockM == (kConsumers == 2 ? kWgmmaBlockM : kWgmmaNarrowBlockM) &&
                     kBlockN == (kMmaN == 256   ? kWgmmaBlockN
                                 : kMmaN == 192 ? kWgmmaMidBlockN
+                                : kSlim        ? kMmaN
                                                : kWgmmaSmallBlockN),
                 "tiles.h tells auto and the plan the tiles");
   // k-tiles in flight, 48 KB each (40 KB with one consumer): 4 leave room for two 8 KB epilogue
@@ -49,8 +55,12 @@ struct WgmmaConfig {
   // faster, benchmarks/NOTES.md). 64×128 tiles take 24 KB a k-tile: 8 in flight, on shapes whose
   // loop waits on L2. 128×128 tiles take 32 KB: 6, beside a whole tile of 16-bit boxes (fp32 C,
   // 3xTF32's, takes two rounds of the ring's 2). 128×192 tiles take 40 KB: 5, beside one box per
-  // consumer, which is all their deferred stores fill at a time (Epilogue::kPendingRing).
-  static constexpr int kStages = kMmaN == 256 ? 4 : kMmaN == 192 ? 5 : (kConsumers == 1 ? 8 : 6);
+  // consumer, which is all their deferred stores fill at a time (Epilogue::kPendingRing). Slim
+  // tiles take 26 or 28 KB: 7 (their C leaves from registers; the one box is never filled).
+  static constexpr int kStages = kMmaN == 256 ? 4
+                                 : kMmaN == 192 ? 5
+                                 : kSlim        ? 7
+                                                : (kConsumers == 1 ? 8 : 6);
   // The first tile's first k-tiles are copied from the kernel's prologue, ahead of the producer
   // loop (see the kernel): kEarlyFirst of them before the start barrier, the rest of
   // kEarlyStages right after it, multicast on one-consumer tiles (on two-consumer tiles, whose
@@ -84,7 +94,9 @@ struct WgmmaConfig {
   // that runs while the consumers go on to the next tile. Each consumer cycles through
   // kEpilogueBoxes such buffers: as many as fit beside the stages, at most a whole 64×256 tile.
   static constexpr int kBoxCols = kSwizzleBytes / kElementBytes;  // 64 (16-bit) or 32 (fp32)
-  static constexpr int kBoxesPerTile = kBlockN / kBoxCols;        // per consumer: 4 or 8 (3, 2)
+  // Whether C leaves through the boxes at all (a slim tile is not whole boxes: from registers).
+  static constexpr bool kBoxedC = kBlockN % kBoxCols == 0;
+  static constexpr int kBoxesPerTile = kBoxedC ? kBlockN / kBoxCols : 1;  // a consumer: 4, 8, 3, 2
   static constexpr int kBoxBytes = kMmaM * kSwizzleBytes;         // 8 KB
   static constexpr int kSmemLimit = 227 * 1024;  // sm_90's dynamic shared memory per block
   static constexpr int kPipelineBytes = kStages * (kStageBytesA + kStageBytesB);
@@ -107,10 +119,10 @@ struct WgmmaConfig {
       kPipelineBytes + kEpilogueBytes + kBarrierBytes + kBiasBytes + kSwizzleAtomBytes;
 
   static_assert(kEpilogueBoxes >= 1, "the stages leave room for one epilogue box per consumer");
-  static_assert(kBlockN % 32 == 0, "the bias warp stages the row a whole number of columns a lane");
+  static_assert(kBlockN % 16 == 0, "the bias row is whole 16-byte chunks of fp32 pairs");
   static_assert(kSmemBytes <= kSmemLimit, "fits sm_90's shared memory");
-  static_assert(kBlockM % kMNBox == 0 && kBlockN % kMNBox == 0,
-                "MN-major tiles are whole 64-element boxes");
+  static_assert(kBlockM % kMNBox == 0 && (kBlockN % kMNBox == 0 || kSlim),
+                "MN-major tiles are whole 64-element boxes (slim tiles read B K-major only)");
   static_assert(kBlockK % kMmaK == 0, "a k-tile is whole wgmma steps");
   static_assert(kStageBytesA % kSwizzleAtomBytes == 0 && kStageBytesB % kSwizzleAtomBytes == 0 &&
                     kBoxBytes % kSwizzleAtomBytes == 0,

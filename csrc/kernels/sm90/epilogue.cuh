@@ -243,7 +243,7 @@ struct BiasRow {
   // tile).
   template <typename Schedule>
   __device__ __forceinline__ void produce(const WgmmaParams& p, const Schedule& schedule) const {
-    constexpr int kPerLane = Config::kBlockN / 32;
+    constexpr int kPerLane = (Config::kBlockN + 31) / 32;  // a slim tile's last round is part
     const int lane = threadIdx.x % 32;
     const T* bias = static_cast<const T*>(p.bias);
     uint32_t bias_phase = 0;
@@ -262,7 +262,11 @@ struct BiasRow {
       }
       mbarrier_wait(empty, bias_phase ^ 1);
 #pragma unroll
-      for (int i = 0; i < kPerLane; ++i) row[i * 32 + lane] = values[i];
+      for (int i = 0; i < kPerLane; ++i) {
+        if (Config::kBlockN % 32 == 0 || i * 32 + lane < Config::kBlockN) {
+          row[i * 32 + lane] = values[i];
+        }
+      }
       mbarrier_arrive(full);  // releases this lane's stores to the consumers
       bias_phase ^= 1;
     }
@@ -327,7 +331,10 @@ class Epilogue {
   // the columns block `split` owns, after reduce_split).
   __device__ __forceinline__ void store(const WgmmaParams& p, const float (&d)[Config::kAccumulators],
                                         int z, int row0, int n0, uint32_t split) {
-    if constexpr (kSplitK > 1 && Config::kBoxesPerTile % kSplitK != 0) {
+    if constexpr (!Config::kBoxedC) {
+      // A slim tile is not whole boxes: from registers (the plan never asks for TMA stores).
+      store_accumulators<Config, T, kPermuted>(p, d, z, row0, n0);
+    } else if constexpr (kSplitK > 1 && Config::kBoxesPerTile % kSplitK != 0) {
       // Owned columns narrower than a box (a 64×128 tile split in 4 or 8): from registers, a
       // tile of at most 64 rows whose stores are a small part of its time.
       store_accumulators<Config, T, kPermuted, kSplitK>(p, d, z, row0, n0, split);

@@ -26,6 +26,18 @@ constexpr int64_t kMediumTileCostTenths = 6;
 // rounds against three: 3072×3072 dW, 128×192 1.17–1.23× faster, H100, session 29).
 constexpr int64_t kMidTileCostTenths = 8;  // measured 0.803 (H200, tune_plan, 120 products)
 constexpr int64_t kMidMaxRounds = 3;
+// Slim 128×96 and 128×80 tiles' times in hundredths of a 128×256 one's (against the 128×128
+// tile's 60 and the 128×192 tile's 80), measured: one round of them against one of 128×128 tiles
+// ran 0.91–1.0 of the time (H100, 28 products; benchmarks/NOTES.md, session 37). Far from their
+// share of the work: B crosses from L2 once a pair along M, but A once a tile, a third more bytes
+// per product than paired 128×128 tiles. Taken in place of the two-consumer tile chosen above
+// where they make fewer rounds at their costs: a few hundred rows against a weight whose
+// 128-column tiles fill one round of 60-75 % of the SMs and the slim ones most of it; not in one
+// tile row, whose blocks run unpaired, each reading its B alone (128 rows against 11008 columns:
+// 0.96–1.0 of the 128×128 tiles' time, H200).
+constexpr int64_t kSlim96TileCostHundredths = 57;
+constexpr int64_t kSlim80TileCostHundredths = 55;
+constexpr int64_t kSlimMinKTiles = 16;  // below, a product is mostly its (register) stores
 // 128×192 tiles need a K of at least this many k-tiles: measured from 4 (K = 256, faster than
 // 128×256); below, a product is mostly its stores, and nothing was measured.
 constexpr int64_t kMidMinKTiles = 4;
@@ -242,12 +254,30 @@ bool tf32_can_split(const GemmParams& p) {
   return p.dtype == DType::kFloat32 && !p.tf32_promoted && p.row_sum == nullptr;
 }
 
-// The overrides as they apply to p: 1xS (64×256 tiles in S slices of K) is tf32's alone, and for
-// other products ignored, as an invalid shape is.
+// Whether both operands are read K-major as plan_wgmma plans them (repacked or not): what slim
+// tiles read (a linear's input and weight in its forward).
+bool both_k_major(const GemmParams& p) {
+  const bool batched = p.batch > 1;
+  const int64_t e = dtype_size(p.dtype);
+  return plan_operand(p.a, p.M, p.K, p.batch, p.a_stride_m, p.a_stride_k,
+                      batched ? p.a_stride_batch : 0, e, false).k_major &&
+         plan_operand(p.b, p.N, p.K, p.batch, p.b_stride_n, p.b_stride_k,
+                      batched ? p.b_stride_batch : 0, e, false).k_major;
+}
+
+// Slim tiles: 16-bit products without row sums whose operands are both K-major.
+bool can_take_slim(const GemmParams& p) { return can_split(p) && both_k_major(p); }
+
+// The overrides as they apply to p: 1xS (64×256 tiles in S slices of K) is tf32's alone, and
+// slim tiles (2x1x80, 2x1x96) are can_take_slim's; for other products both are ignored, as an
+// invalid shape is.
 Overrides effective_overrides(const GemmParams& p, const Overrides& given) {
   Overrides o = given;
   if (o.consumers == 1 && o.block_n == kWgmmaBlockN && o.split_k > 1 && !tf32_can_split(p)) {
     o.consumers = 0, o.split_k = 0, o.split_groups = 1;
+  }
+  if (is_slim_block_n(o.block_n) && !can_take_slim(p)) {
+    o.consumers = 0, o.split_k = 0, o.block_n = static_cast<int>(kWgmmaBlockN);
   }
   return o;
 }
@@ -384,6 +414,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
                       (consumers == 2 && split_k == 1));
   const bool split = split_k == F::kSplitSlices && consumers == 2 && block_n == kWgmmaBlockN;
   const bool mid = block_n == kWgmmaMidBlockN && consumers == 2 && split_k == 1;
+  const bool slim = is_slim_block_n(block_n) && consumers == 2 && split_k == 1;
   const bool narrow_split = block_n == kWgmmaBlockN && consumers == 1 &&
                             (split_k == 2 || split_k == 4 || split_k == F::kMaxNarrowSlices);
   // Groups of clusters: only on one-consumer tiles split in a whole cluster of 8.
@@ -391,7 +422,8 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
                        (groups == 2 || groups == 4 || groups == F::kMaxSplitGroups);
   if (fields >= 2 && (consumers == 1 || consumers == 2) &&
       (split_k == 1 || split || small || narrow_split) &&
-      (block_n == kWgmmaBlockN || small || mid) && (fields < 4 || groups == 1 || grouped)) {
+      (block_n == kWgmmaBlockN || small || mid || slim) &&
+      (fields < 4 || groups == 1 || grouped)) {
     o.consumers = consumers, o.split_k = split_k, o.block_n = block_n;
     o.split_groups = fields == 4 ? groups : 1;
   }
@@ -465,8 +497,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   // sessions 9 and 22). In an odd number of few tile rows the last pair's second block would be
   // past M (kOddRowsUnpairedMax).
   const auto cluster_rule_of = [&](const Shape& s) {
-    const int64_t two_consumer_tiles =
-        s.block_n == kWgmmaBlockN ? wide : s.block_n == kWgmmaMidBlockN ? mid : medium;
+    const int64_t two_consumer_tiles = wide_m * ceil_div(p.N, s.block_n) * p.batch;
     const bool one_short_wave = s.consumers == 2 && two_consumer_tiles <= sms &&
                                 (!sixteen_bit(p) || k_tiles < kPairOneWaveMinKTiles);
     if (s.split_k != 1) return ClusterRule::kSplitK;
@@ -537,6 +568,26 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
       } else {
         shape.block_n = static_cast<int>(kWgmmaMidBlockN);
         shape.tile_rule = TileRule::kMid;
+      }
+    }
+  }
+  if (o.consumers == 0 && shape.consumers == 2 && shape.split_k == 1 && wide_m >= 2 &&
+      k_tiles >= kSlimMinKTiles && !keep_wide && can_take_slim(p) &&
+      (shape.tile_rule == TileRule::kWide || shape.tile_rule == TileRule::kMedium ||
+       shape.tile_rule == TileRule::kMid)) {
+    int64_t best = shape.tile_rule == TileRule::kMedium
+                       ? rounds(medium) * 10 * kMediumTileCostTenths
+                   : shape.tile_rule == TileRule::kMid ? rounds(mid) * 10 * kMidTileCostTenths
+                                                       : rounds(wide) * 100;
+    const std::pair<int64_t, int64_t> slim_costs[] = {
+        {kWgmmaSlimBlockN96, kSlim96TileCostHundredths},
+        {kWgmmaSlimBlockN80, kSlim80TileCostHundredths}};
+    for (const auto& [width, cost] : slim_costs) {
+      const int64_t tiles = wide_m * ceil_div(p.N, width) * p.batch;
+      if (rounds(tiles) * cost < best) {
+        best = rounds(tiles) * cost;
+        shape.block_n = static_cast<int>(width);
+        shape.tile_rule = TileRule::kSlim;
       }
     }
   }
@@ -788,7 +839,8 @@ Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
   plan.product = plan_product(p, plan.shape, o);
   // C goes through TMA as the product's C where TMA can address that, else (transposed, fp32
   // only) as the caller's C, its boxes filled transposed.
-  const bool product_store = o.tma_store && tma_store_ok(p);
+  // Slim tiles are not whole boxes: their C leaves from registers.
+  const bool product_store = o.tma_store && tma_store_ok(p) && !is_slim_block_n(plan.shape.block_n);
   plan.store_transposed = plan.transposed && !product_store && o.tma_store &&
                           tma_store_ok(caller) && owns_transposed_boxes(plan.shape);
   plan.tma_store = product_store || plan.store_transposed;
@@ -860,6 +912,12 @@ namespace {
 std::string str(int64_t x) { return std::to_string(x); }
 
 std::string tile_name(int64_t m, int64_t n) { return str(m) + "x" + str(n); }
+
+// "2 rounds": how many rounds of the SMs `tiles` tiles make.
+std::string rounds_text(int64_t tiles, int64_t sms) {
+  const int64_t n = ceil_div(tiles, sms);
+  return str(n) + (n == 1 ? " round" : " rounds");
+}
 
 // Why a tile splits in `split` slices (kSmallSplit, kNarrowSplit): the doubling stops at the cap,
 // at the shortest slice, or where the tiles would outnumber one wave of clusters of that size.
@@ -991,6 +1049,9 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
               "16-byte aligned rows";
   } else if (!o.tma_store) {
     r.store = "from registers, edges masked: forced by TORCH_GEMM_WGMMA_STORE=registers";
+  } else if (is_slim_block_n(plan.shape.block_n)) {
+    r.store = "from registers, edges masked: a slim tile's " + str(plan.shape.block_n) +
+              " columns are not whole 64-column boxes";
   } else if (plan.transposed && !owns_transposed_boxes(plan.shape)) {
     r.store = "from registers, edges masked: each of the transposed product's " +
               std::to_string(plan.shape.split_k) + " K slices owns " +
@@ -1123,11 +1184,22 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                "64x128, or paired 128x128) would leave a third or more of the SMs idle (see " +
                "stream_k)";
       break;
+    case TileRule::kSlim: {
+      const auto rounds_of = [sms](int64_t tiles) { return rounds_text(tiles, sms); };
+      const int64_t tiles = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, s.block_n) * p.batch;
+      r.tile = "128x" + str(s.block_n) + ", two consumer warpgroups: the " + str(tiles) +
+               " slim tiles make " + rounds_of(tiles) + " of the " + str(sms) + " SMs at about " +
+               str(s.block_n == kWgmmaSlimBlockN96 ? kSlim96TileCostHundredths
+                                                   : kSlim80TileCostHundredths) +
+               "/100 of a 128x256 tile's time each, fewer than the " + wide + " (" +
+               rounds_of(s.wide_tiles) + "), the " + str(s.medium_tiles) + " of 128x128 (" +
+               rounds_of(s.medium_tiles) + ", at " + str(kMediumTileCostTenths) + "/10) or the " +
+               str(s.mid_tiles) + " of 128x192 (" + rounds_of(s.mid_tiles) + ", at " +
+               str(kMidTileCostTenths) + "/10)";
+      break;
+    }
     case TileRule::kMid: {
-      const auto rounds_of = [sms](int64_t tiles) {
-        const int64_t n = ceil_div(tiles, sms);
-        return str(n) + (n == 1 ? " round" : " rounds");
-      };
+      const auto rounds_of = [sms](int64_t tiles) { return rounds_text(tiles, sms); };
       r.tile = "128x192, two consumer warpgroups: the " + str(s.mid_tiles) + " tiles of 128x192 make " +
                rounds_of(s.mid_tiles) + " of the " + str(sms) + " SMs at about " +
                str(kMidTileCostTenths) + "/10 of a 128x256 tile's time each, where the " + wide +

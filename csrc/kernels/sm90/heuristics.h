@@ -62,7 +62,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // Which rule set the tile and the clusters (for explain's reasons).
 enum class TileRule {
   kWide, kNarrow, kNarrowSplit, kOneRowNarrow, kSmall, kSmallSplit, kSmallStreamK, kMedium,
-  kMediumStreamK, kWideStreamK, kWideDealt, kMid, kForced, kPromoted
+  kMediumStreamK, kWideStreamK, kWideDealt, kMid, kSlim, kForced, kPromoted
 };
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows };
 
@@ -75,7 +75,8 @@ constexpr int kStreamKMaxShares = 4;
 // 64×256).
 struct Shape {
   int consumers = 2;
-  int block_n = static_cast<int>(kWgmmaBlockN);  // or kWgmmaSmallBlockN, kWgmmaMidBlockN (16-bit)
+  // or kWgmmaSmallBlockN, kWgmmaMidBlockN, kWgmmaSlimBlockN96 or 80 (16-bit)
+  int block_n = static_cast<int>(kWgmmaBlockN);
   bool clusters = false;
   int split_k = 1;
   // Clusters of split_k blocks sharing each split tile (1; 2, 4 or 8 where split_k is 8 and the

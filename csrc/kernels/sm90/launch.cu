@@ -409,13 +409,24 @@ struct WgmmaLauncher {
       if (p.M == 0 || p.N == 0 || p.batch == 0) return {};
       const sm90::Plan plan = sm90::plan_call(p, sm_count_of(p), overrides());
       if (!plan.fits_int) return refuse("extents past 32 bits");
-      // 128-column tiles: 16-bit, or (float) 3xTF32's promoted tf32 ones; 192-column: 16-bit.
+      // 128-column tiles: 16-bit, or (float) 3xTF32's promoted tf32 ones; 192-, 96- and
+      // 80-column: 16-bit.
       if (plan.shape.block_n == kWgmmaMidBlockN) {
         if constexpr (std::is_same_v<T, float>) {
           return refuse("128x192 tiles take bf16/fp16 only");
         } else {
           if (plan.shape.consumers != 2) return refuse("128x192 tiles take two consumers");
           return run_config<2, kWgmmaMidBlockN>(plan, p, stream);
+        }
+      }
+      if (is_slim_block_n(plan.shape.block_n)) {
+        if constexpr (std::is_same_v<T, float>) {
+          return refuse("slim 128x80 and 128x96 tiles take bf16/fp16 only");
+        } else {
+          if (plan.shape.consumers != 2) return refuse("slim tiles take two consumers");
+          return plan.shape.block_n == kWgmmaSlimBlockN80
+                     ? run_config<2, kWgmmaSlimBlockN80>(plan, p, stream)
+                     : run_config<2, kWgmmaSlimBlockN96>(plan, p, stream);
         }
       }
       if (plan.shape.block_n == kWgmmaSmallBlockN) {
@@ -499,7 +510,13 @@ struct WgmmaLauncher {
                                      const WgmmaParams& wp, const sm90::Plan& plan,
                                      cudaStream_t stream) {
     constexpr int C = kConsumers, N = kMmaN;
-    if constexpr (WgmmaConfig<T, C, N>::kPromoted) {
+    if constexpr (WgmmaConfig<T, C, N>::kSlim) {
+      // The plan takes slim tiles only where both operands are K-major (and C from registers).
+      if (!ops.a.k_major || !ops.b.k_major || plan.tma_store) {
+        return refuse("slim tiles read both operands K-major and store C from registers");
+      }
+      return launch_layout<T, C, N, true, true>(map_a, map_b, map_c, wp, plan, stream);
+    } else if constexpr (WgmmaConfig<T, C, N>::kPromoted) {
       // three_tf32.cu's split operands: K-major, TMA-aligned, never repacked.
       if (!ops.a.k_major || !ops.b.k_major) {
         return refuse("3xTF32's promoted tiles read both operands K-major");

@@ -282,20 +282,26 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 #define TORCH_GEMM_ACC_256 TORCH_GEMM_ACC64(0), TORCH_GEMM_ACC64(64)
 #define TORCH_GEMM_ACC_REGS_192 TORCH_GEMM_ACC_REGS_LOW ", " TORCH_GEMM_ACC_REGS_MID
 #define TORCH_GEMM_ACC_192 TORCH_GEMM_ACC64(0), TORCH_GEMM_ACC8(64), TORCH_GEMM_ACC8(72), TORCH_GEMM_ACC8(80), TORCH_GEMM_ACC8(88)
+// Slim tiles: m64n80 (d[0..39]) and m64n96 (d[0..47]).
+#define TORCH_GEMM_ACC_REGS_80 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39"
+#define TORCH_GEMM_ACC_REGS_96 TORCH_GEMM_ACC_REGS_80 ", %40, %41, %42, %43, %44, %45, %46, %47"
+#define TORCH_GEMM_ACC_80 TORCH_GEMM_ACC8(0), TORCH_GEMM_ACC8(8), TORCH_GEMM_ACC8(16), TORCH_GEMM_ACC8(24), TORCH_GEMM_ACC8(32)
+#define TORCH_GEMM_ACC_96 TORCH_GEMM_ACC_80, TORCH_GEMM_ACC8(40)
 
 // D (64×kMmaN, fp32, in registers: kMmaN / 2 a thread) = A (64×kMmaK, smem) · B (kMmaK×kMmaN,
 // smem) + (accumulate ? D : 0) for one warpgroup, asynchronously (wgmma_commit / wgmma_wait), kMmaN
-// 256, 192 or 128 by the accumulators' count. kTransA/kTransB: 1 where the operand's shared tile is
-// MN-major (wgmma transposes it on read; 16-bit only). T = float: tf32, m64n128 only (3xTF32's
-// promoted tiles), both tiles K-major and already TF32 values (the tensor cores drop the low
-// bits of what they read).
+// 256, 192, 128, 96 or 80 by the accumulators' count. kTransA/kTransB: 1 where the operand's
+// shared tile is MN-major (wgmma transposes it on read; 16-bit only). T = float: tf32, m64n128
+// only (3xTF32's promoted tiles), both tiles K-major and already TF32 values (the tensor cores
+// drop the low bits of what they read).
 template <typename T, int kTransA, int kTransB, int kCount>
 __device__ __forceinline__ void wgmma_ss(float (&d)[kCount], uint64_t desc_a, uint64_t desc_b,
                                          int accumulate) {
   static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half> ||
                     std::is_same_v<T, float>,
                 "16-bit or tf32 operands");
-  static_assert(kCount == 128 || kCount == 96 || kCount == 64, "m64n256, m64n192 or m64n128");
+  static_assert(kCount == 128 || kCount == 96 || kCount == 64 || kCount == 48 || kCount == 40,
+                "m64n256, m64n192, m64n128, m64n96 or m64n80");
   static_assert(!std::is_same_v<T, float> || (kCount == 64 && kTransA == 0 && kTransB == 0),
                 "tf32 from shared memory: m64n128, K-major tiles");
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
@@ -318,6 +324,22 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[kCount], uint64_t desc_a, ui
   } else if constexpr (kCount == 96) {
     TORCH_GEMM_WGMMA("m64n192k16.f32.f16.f16", TORCH_GEMM_ACC_REGS_192, TORCH_GEMM_ACC_192,
                      "%100", "%96, %97, accumulate, 1, 1, %98, %99", "l"(desc_a), "l"(desc_b),
+                     "n"(kTransA), "n"(kTransB), "r"(accumulate));
+  } else if constexpr (kCount == 48 && kBf16) {
+    TORCH_GEMM_WGMMA("m64n96k16.f32.bf16.bf16", TORCH_GEMM_ACC_REGS_96, TORCH_GEMM_ACC_96,
+                     "%52", "%48, %49, accumulate, 1, 1, %50, %51", "l"(desc_a), "l"(desc_b),
+                     "n"(kTransA), "n"(kTransB), "r"(accumulate));
+  } else if constexpr (kCount == 48) {
+    TORCH_GEMM_WGMMA("m64n96k16.f32.f16.f16", TORCH_GEMM_ACC_REGS_96, TORCH_GEMM_ACC_96,
+                     "%52", "%48, %49, accumulate, 1, 1, %50, %51", "l"(desc_a), "l"(desc_b),
+                     "n"(kTransA), "n"(kTransB), "r"(accumulate));
+  } else if constexpr (kCount == 40 && kBf16) {
+    TORCH_GEMM_WGMMA("m64n80k16.f32.bf16.bf16", TORCH_GEMM_ACC_REGS_80, TORCH_GEMM_ACC_80,
+                     "%44", "%40, %41, accumulate, 1, 1, %42, %43", "l"(desc_a), "l"(desc_b),
+                     "n"(kTransA), "n"(kTransB), "r"(accumulate));
+  } else if constexpr (kCount == 40) {
+    TORCH_GEMM_WGMMA("m64n80k16.f32.f16.f16", TORCH_GEMM_ACC_REGS_80, TORCH_GEMM_ACC_80,
+                     "%44", "%40, %41, accumulate, 1, 1, %42, %43", "l"(desc_a), "l"(desc_b),
                      "n"(kTransA), "n"(kTransB), "r"(accumulate));
   } else if constexpr (kBf16) {
     TORCH_GEMM_WGMMA("m64n128k16.f32.bf16.bf16", TORCH_GEMM_ACC_REGS_LOW, TORCH_GEMM_ACC64(0),
@@ -344,6 +366,10 @@ __device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], const uint
 #undef TORCH_GEMM_ACC_256
 #undef TORCH_GEMM_ACC_192
 #undef TORCH_GEMM_ACC_REGS_192
+#undef TORCH_GEMM_ACC_96
+#undef TORCH_GEMM_ACC_80
+#undef TORCH_GEMM_ACC_REGS_96
+#undef TORCH_GEMM_ACC_REGS_80
 #undef TORCH_GEMM_ACC_REGS_MID
 #undef TORCH_GEMM_ACC_REGS_256
 #undef TORCH_GEMM_WGMMA
