@@ -1191,11 +1191,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                " slim tiles make " + rounds_of(tiles) + " of the " + str(sms) + " SMs at about " +
                str(s.block_n == kWgmmaSlimBlockN96 ? kSlim96TileCostHundredths
                                                    : kSlim80TileCostHundredths) +
-               "/100 of a 128x256 tile's time each, fewer than the " + wide + " (" +
+               "/100 of a 128x256 tile's time each: less time than the " + wide + " (" +
                rounds_of(s.wide_tiles) + "), the " + str(s.medium_tiles) + " of 128x128 (" +
-               rounds_of(s.medium_tiles) + ", at " + str(kMediumTileCostTenths) + "/10) or the " +
-               str(s.mid_tiles) + " of 128x192 (" + rounds_of(s.mid_tiles) + ", at " +
-               str(kMidTileCostTenths) + "/10)";
+               rounds_of(s.medium_tiles) + " at " + str(kMediumTileCostTenths) + "/10) or the " +
+               str(s.mid_tiles) + " of 128x192 (" + rounds_of(s.mid_tiles) + " at " +
+               str(kMidTileCostTenths) + "/10) take";
       break;
     }
     case TileRule::kMid: {
