@@ -254,19 +254,15 @@ bool tf32_can_split(const GemmParams& p) {
   return p.dtype == DType::kFloat32 && !p.tf32_promoted && p.row_sum == nullptr;
 }
 
-// Whether both operands are read K-major as plan_wgmma plans them (repacked or not): what slim
-// tiles read (a linear's input and weight in its forward).
-bool both_k_major(const GemmParams& p) {
-  const bool batched = p.batch > 1;
-  const int64_t e = dtype_size(p.dtype);
-  return plan_operand(p.a, p.M, p.K, p.batch, p.a_stride_m, p.a_stride_k,
-                      batched ? p.a_stride_batch : 0, e, false).k_major &&
-         plan_operand(p.b, p.N, p.K, p.batch, p.b_stride_n, p.b_stride_k,
-                      batched ? p.b_stride_batch : 0, e, false).k_major;
-}
+WgmmaPlan plan_wgmma(const GemmParams& p);
 
-// Slim tiles: 16-bit products without row sums whose operands are both K-major.
-bool can_take_slim(const GemmParams& p) { return can_split(p) && both_k_major(p); }
+// Slim tiles: 16-bit products without row sums whose operands plan_wgmma reads both K-major
+// (repacked or not): a linear's input and weight in its forward.
+bool can_take_slim(const GemmParams& p) {
+  if (!can_split(p)) return false;
+  const WgmmaPlan plan = plan_wgmma(p);
+  return plan.a.k_major && plan.b.k_major;
+}
 
 // The overrides as they apply to p: 1xS (64×256 tiles in S slices of K) is tf32's alone, and
 // slim tiles (2x1x80, 2x1x96) are can_take_slim's; for other products both are ignored, as an
@@ -572,9 +568,10 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     }
   }
   if (o.consumers == 0 && shape.consumers == 2 && shape.split_k == 1 && wide_m >= 2 &&
-      k_tiles >= kSlimMinKTiles && !keep_wide && can_take_slim(p) &&
+      k_tiles >= kSlimMinKTiles && !keep_wide &&
       (shape.tile_rule == TileRule::kWide || shape.tile_rule == TileRule::kMedium ||
-       shape.tile_rule == TileRule::kMid)) {
+       shape.tile_rule == TileRule::kMid) &&
+      can_take_slim(p)) {
     int64_t best = shape.tile_rule == TileRule::kMedium
                        ? rounds(medium) * 10 * kMediumTileCostTenths
                    : shape.tile_rule == TileRule::kMid ? rounds(mid) * 10 * kMidTileCostTenths
@@ -913,12 +910,6 @@ std::string str(int64_t x) { return std::to_string(x); }
 
 std::string tile_name(int64_t m, int64_t n) { return str(m) + "x" + str(n); }
 
-// "2 rounds": how many rounds of the SMs `tiles` tiles make.
-std::string rounds_text(int64_t tiles, int64_t sms) {
-  const int64_t n = ceil_div(tiles, sms);
-  return str(n) + (n == 1 ? " round" : " rounds");
-}
-
 // Why a tile splits in `split` slices (kSmallSplit, kNarrowSplit): the doubling stops at the cap,
 // at the shortest slice, or where the tiles would outnumber one wave of clusters of that size.
 std::string slices_reason(int64_t split, int64_t sms, int64_t min_k_tiles, int max_slices) {
@@ -1066,6 +1057,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   const int64_t narrow_tiles =
       ceil_div(p.M, kWgmmaNarrowBlockM) * ceil_div(p.N, kWgmmaBlockN) * p.batch;
   const std::string half = "half of the " + str(sms) + " SMs";
+  // "2 rounds": how many rounds of the SMs `tiles` tiles make.
+  const auto rounds_of = [sms](int64_t tiles) {
+    const int64_t n = ceil_div(tiles, sms);
+    return str(n) + (n == 1 ? " round" : " rounds");
+  };
   // Why 128-row tiles were not taken: too few of them, or (at most 64 rows) half empty.
   const std::string no_wide = s.wide_tiles < sms / 2
                                   ? wide + " would leave more than " + half + " idle"
@@ -1185,7 +1181,6 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                "stream_k)";
       break;
     case TileRule::kSlim: {
-      const auto rounds_of = [sms](int64_t tiles) { return rounds_text(tiles, sms); };
       const int64_t tiles = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, s.block_n) * p.batch;
       r.tile = "128x" + str(s.block_n) + ", two consumer warpgroups: the " + str(tiles) +
                " slim tiles make " + rounds_of(tiles) + " of the " + str(sms) + " SMs at about " +
@@ -1199,7 +1194,6 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     }
     case TileRule::kMid: {
-      const auto rounds_of = [sms](int64_t tiles) { return rounds_text(tiles, sms); };
       r.tile = "128x192, two consumer warpgroups: the " + str(s.mid_tiles) + " tiles of 128x192 make " +
                rounds_of(s.mid_tiles) + " of the " + str(sms) + " SMs at about " +
                str(kMidTileCostTenths) + "/10 of a 128x256 tile's time each, where the " + wide +
