@@ -15,7 +15,8 @@
 namespace torch_gemm {
 namespace sm90 {
 
-// The kernel's numbers that the plan counts with; launch.cu checks each against the kernel's own.
+// The kernel's numbers that the plan counts with; launch_config.cuh checks each against the
+// kernel's own.
 struct KernelFacts {
   static constexpr int64_t kTmaAlignBytes = 16;         // TMA: base address and every stride
   static constexpr int64_t kWorkspaceAlignBytes = 256;  // each part of the workspace

@@ -1,0 +1,13 @@
+// wgmma_sm90's kernels for bf16 128x256 tiles, two consumer warpgroups (pairs, split in 2,
+// stream-K): their own translation unit, so that the build compiles the kernel family in parallel
+// (launch_config.cuh).
+#include "kernels/sm90/launch_config.cuh"
+
+namespace torch_gemm {
+namespace sm90 {
+
+template LaunchStatus launch_config<__nv_bfloat16, 2, kWgmmaBlockN>(
+    const Plan&, const GemmParams&, cudaStream_t);
+
+}  // namespace sm90
+}  // namespace torch_gemm
