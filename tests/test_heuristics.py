@@ -720,7 +720,8 @@ def test_stream_k_mode_two_takes_one_round_more():
     ("1x1x128", (64, 128), 1), ("1x1", (64, 256), 1), ("2x1", (128, 256), 1), ("2x2", (128, 256), 2),
     ("2x2x256", (128, 256), 2), ("1x2x128", (64, 128), 2), ("1x4x128", (64, 128), 4),
     ("1x8x128", (64, 128), 8), ("2x1x128", (128, 128), 1), ("2x1x192", (128, 192), 1),
-    ("2x1x80", (128, 80), 1), ("2x1x96", (128, 96), 1),
+    ("2x1x80", (128, 80), 1), ("2x1x96", (128, 96), 1), ("2x2x128", (128, 128), 2),
+    ("2x4x128", (128, 128), 4),
 ])
 def test_forced_shape_is_respected(shape, tile, split):
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:
@@ -729,7 +730,7 @@ def test_forced_shape_is_respected(shape, tile, split):
         assert "TORCH_GEMM_WGMMA_SHAPE" in p["why"]["tile"]
 
 
-@pytest.mark.parametrize("shape", ["3x1", "1x2", "2x2x128", "1x1x64", "x", "", "2", "1x3x128", "1x16x128",
+@pytest.mark.parametrize("shape", ["3x1", "1x2", "2x8x128", "1x1x64", "x", "", "2", "1x3x128", "1x16x128",
                                    "2x4", "1x1x192", "2x2x192", "1x1x80", "2x2x96", "2x1x112"])
 def test_invalid_forced_shape_is_ignored(shape):
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:

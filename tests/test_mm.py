@@ -492,6 +492,17 @@ def test_wgmma_forced_slim_tiles(width):
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": f"2x1x{width}"}, script)
 
 
+# 16-bit 128×128 tiles split along K in 2 or 4 (TORCH_GEMM_WGMMA_SHAPE=2x2x128, 2x4x128): each
+# block owns 64 or 32 of the tile's columns (TMA boxes, or registers); edge tiles in M and N, a K
+# that leaves a slice empty, a prime K, C rows of 2001 elements (stored from registers).
+@requires_cuda
+@pytest.mark.parametrize("shape", ["2x2x128", "2x4x128"])
+def test_wgmma_forced_medium_split(shape):
+    check_wgmma_under_env(f"forced_medium_split {shape}",
+                          [(70, 300, 100), (5, 129, 1), (130, 1000, 577), (512, 1024, 2048), (1000, 2001, 1031)],
+                          LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": shape})
+
+
 # 128×256 tiles split along K in two (TORCH_GEMM_WGMMA_SHAPE=2x2; the plan takes 128×128 tiles
 # there): K of 33 k-tiles (slices of 17 and 16), C rows of 2001 elements (stored from registers),
 # a prime K.

@@ -409,6 +409,8 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
                                           split_k == F::kMaxSmallSlices)) ||
                       (consumers == 2 && split_k == 1));
   const bool split = split_k == F::kSplitSlices && consumers == 2 && block_n == kWgmmaBlockN;
+  const bool medium_split = consumers == 2 && block_n == kWgmmaSmallBlockN &&
+                            (split_k == 2 || split_k == F::kMaxMediumSlices);
   const bool mid = block_n == kWgmmaMidBlockN && consumers == 2 && split_k == 1;
   const bool slim = is_slim_block_n(block_n) && consumers == 2 && split_k == 1;
   const bool narrow_split = block_n == kWgmmaBlockN && consumers == 1 &&
@@ -417,8 +419,8 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
   const bool grouped = consumers == 1 && split_k == F::kMaxSmallSlices && (small || narrow_split) &&
                        (groups == 2 || groups == 4 || groups == F::kMaxSplitGroups);
   if (fields >= 2 && (consumers == 1 || consumers == 2) &&
-      (split_k == 1 || split || small || narrow_split) &&
-      (block_n == kWgmmaBlockN || small || mid || slim) &&
+      (split_k == 1 || split || small || narrow_split || medium_split) &&
+      (block_n == kWgmmaBlockN || small || medium_split || mid || slim) &&
       (fields < 4 || groups == 1 || grouped)) {
     o.consumers = consumers, o.split_k = split_k, o.block_n = block_n;
     o.split_groups = fields == 4 ? groups : 1;

@@ -23,6 +23,7 @@ struct KernelFacts {
   static constexpr int64_t kKTileBytes = 128;  // a k-tile is one 128-byte swizzled row of K
   static constexpr int kSplitSlices = 2;       // K slices of a split 128×256 tile
   static constexpr int kMaxSmallSlices = 8;    // of a split 64×128 tile: 2, 4 or 8 (a cluster)
+  static constexpr int kMaxMediumSlices = 4;   // of a split 16-bit 128×128 tile: 2 or 4
   static constexpr int kMaxNarrowSlices = 8;   // of a split tf32 64×256 tile: 2, 4 or 8
   // Clusters of 8 such slices sharing one tile (Shape::split_groups): 2, 4 or 8, their sums met
   // in the workspace (reduction.cuh's reduce_groups).
@@ -36,9 +37,9 @@ struct KernelFacts {
 // per process and passes them in, so that the plan depends on its arguments alone.
 struct Overrides {
   // TORCH_GEMM_WGMMA_SHAPE=CxS[xN]: C consumer warpgroups (1: 64-row tiles, 2: 128-row), S slices
-  // of K (1; 2 with 2x2; 2, 4 or 8 with 1xSx128, and for tf32 with 1xS) and N columns a tile (256;
-  // 128: 1xSx128 and 2x1x128; 192: 2x1x192); split K and 128 or 192 columns take 16-bit products
-  // without row sums, 1xS tf32 ones without.
+  // of K (1; 2 with 2x2; 2, 4 or 8 with 1xSx128, 2 or 4 with 2xSx128, and for tf32 with 1xS) and
+  // N columns a tile (256; 128: 1xSx128 and 2xSx128; 192: 2x1x192); split K and 128 or 192
+  // columns take 16-bit products without row sums, 1xS tf32 ones without.
   // consumers 0: unset, the plan chooses. CxSxNxG: G clusters (2, 4 or 8) of the S = 8 slices
   // share each one-consumer tile (split_groups; 1xSx128 16-bit, 1xSx256 tf32).
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);

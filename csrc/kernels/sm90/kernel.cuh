@@ -27,8 +27,8 @@ namespace torch_gemm {
 // share B: each block's producer copies a part of it (half its rows; of an N-major B whole
 // 64-column boxes, of a 192-column tile 2 and 1) and multicasts it to all of them, so B crosses
 // L2 → SM once per cluster instead of once per block. kConsumers, kMmaN: WgmmaConfig's.
-// kSplitK > 1 (kClusterM = 1; 16-bit: 2 on 128×256 tiles, 2, 4 or 8 on 64×128; tf32: 2, 4 or 8
-// on 64×256): a cluster of
+// kSplitK > 1 (kClusterM = 1; 16-bit: 2 on 128×256 tiles, 2 or 4 on 128×128, 2, 4 or 8 on
+// 64×128; tf32: 2, 4 or 8 on 64×256): a cluster of
 // kSplitK blocks shares each tile, block s taking the s-th slice of K, and their partial sums meet
 // in shared memory (reduce_split): for products with too few tiles to fill the SMs. The launcher
 // then gives each cluster one tile; where even that leaves most SMs idle, WgmmaParams::split_groups
@@ -51,9 +51,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                     (kClusterM == 1 && !Config::kPromoted &&
                      (kMmaN == 256 ? Config::kBoxesPerTile % kSplitK == 0 &&
                                          (!Config::kTf32 || kConsumers == 1)
-                                   : !Config::kTf32 && kConsumers == 1 && kMmaN / 8 % kSplitK == 0)),
+                                   : !Config::kTf32 && kMmaN == 128 && kMmaN / 8 % kSplitK == 0)),
                 "split-K: clusters of the K slices, each owning whole epilogue boxes (128×256, "
-                "tf32's 64×256) or whole 8-column groups (16-bit 64×128)");
+                "tf32's 64×256) or whole 8-column groups (16-bit 64×128 and 128×128)");
   static_assert(kKMajorB || Config::kBlockN % Config::kMNBox == 0,
                 "an N-major B is whole 64-element boxes, each multicast by one block of a pair");
   static_assert(!Config::kTf32 || kKMajorB, "tf32 wgmma reads B K-major only (A: registers)");

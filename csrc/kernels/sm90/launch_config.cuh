@@ -259,7 +259,8 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
 }
 
 // The kernel for the plan's clusters and K slices (split-K: 16-bit, 128×256 tiles in two
-// slices, 64×128 tiles in 2, 4 or 8; tf32, 64×256 tiles in 2, 4 or 8; 128×192 tiles unsplit).
+// slices, 128×128 in 2 or 4, 64×128 in 2, 4 or 8; tf32, 64×256 tiles in 2, 4 or 8; 128×192 tiles
+// unsplit).
 template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB>
 LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
                            const CUtensorMap& map_c, const WgmmaParams& wp, const Plan& plan,
@@ -269,6 +270,18 @@ LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
     if (plan.shape.split_k == kSplit) {
       return launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, kSplit>(
           map_a, map_b, map_c, wp, plan, stream);
+    }
+  }
+  // 16-bit 128×128 tiles split in 2 or 4.
+  if constexpr (!std::is_same_v<T, float> && kConsumers == 2 && kMmaN == kWgmmaSmallBlockN) {
+    static_assert(KernelFacts::kMaxMediumSlices == 4, "the slices instantiated below");
+    if (plan.shape.split_k == 2) {
+      return launch_kernel<T, 2, kMmaN, kKMajorA, kKMajorB, 1, 2>(map_a, map_b, map_c, wp, plan,
+                                                                  stream);
+    }
+    if (plan.shape.split_k == 4) {
+      return launch_kernel<T, 2, kMmaN, kKMajorA, kKMajorB, 1, 4>(map_a, map_b, map_c, wp, plan,
+                                                                  stream);
     }
   }
   // One-consumer tiles split in 2, 4 or 8: 16-bit 64×128, tf32 64×256 (tf32's 128-column tiles
