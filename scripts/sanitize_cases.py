@@ -119,6 +119,11 @@ DEFAULT_CASES = (
     Case("wgmma 64x128 split 8", "8 tiles of 64x128, 128 k-tiles: 8 slices of 16 (a cluster of "
          "8; the plan groups no 16-bit tiles over clusters)",
          "wgmma_sm90", 64, 1024, 8192, expect={"tile": (64, 128), "split_k": 8, "split_groups": 1}),
+    Case("wgmma 128x128 split 4", "100 rows against 2000 columns, K = 12289 (193 k-tiles): 16 "
+         "tiles of 128x128 in 4 slices of K (two consumers, a cluster of 4) in place of 32 of "
+         "64x128 in 2; edge tiles in M and N, A and B repacked (rows of 24578 bytes)",
+         "wgmma_sm90", 100, 2000, 12289,
+         expect={"tile": (128, 128), "consumers": 2, "split_k": 4}),
     Case("wgmma 64x256 one row", "16 rows: 112 tiles of 128x256 would be half empty rows, and 224 "
          "of 64x128 not fit in one wave",
          "wgmma_sm90", 16, 28672, 512, expect={"tile": (64, 256), "consumers": 1, "split_k": 1}),
@@ -269,6 +274,11 @@ GROUPS = (
              "wgmma_sm90", 1800, 3840, 320, expect={**WIDE, "split_k": 2}),
         Case("wgmma 128x256 split 2 edges", "the same on edge tiles in M, N and K",
              "wgmma_sm90", 250, 520, 200, expect={**WIDE, "split_k": 2}),
+    )),
+    Group("wgmma_medium_split_2", {"TORCH_GEMM_WGMMA_SHAPE": "2x2x128"}, (
+        Case("wgmma 128x128 split 2", "TORCH_GEMM_WGMMA_SHAPE=2x2x128 forces 128x128 tiles in 2 "
+             "slices of K, each block owning one 64-column box; edge tiles in M, N and K",
+             "wgmma_sm90", 250, 520, 1000, expect={"tile": (128, 128), "split_k": 2}),
     )),
     Group("wgmma_split_groups", {"TORCH_GEMM_WGMMA_SHAPE": "1x8x128x4"}, (
         Case("wgmma 64x128 split 8 in 4 clusters", "TORCH_GEMM_WGMMA_SHAPE=1x8x128x4: 1 tile of "

@@ -746,6 +746,25 @@ def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
     assert tuple(plan(4096, 4096, 4096, row_sum=True, shape="2x1x192")["tile"]) == (128, 256)
 
 
+# 128 rows against a weight of up to 28 tile columns with a long K: 128x128 tiles split in 4 (a
+# cluster of 4, two consumers) in place of 64x128 ones split in 2; not with a short K, more tiles
+# than one wave of clusters of 4 holds, one 64-row tile row or more than two, fewer blocks, or
+# tf32.
+@pytest.mark.parametrize("M, N, K, medium", [
+    (128, 2048, 28672, True), (128, 3072, 14336, True), (100, 2000, 12289, True),
+    (128, 2048, 5120, False), (128, 4096, 28672, False), (64, 2048, 28672, False),
+    (256, 2048, 28672, False), (128, 1024, 28672, False),
+])
+def test_medium_split_by_the_plan(M, N, K, medium):
+    p = plan(M, N, K)
+    if medium:
+        assert (tuple(p["tile"]), p["consumers"], p["split_k"]) == ((128, 128), 2, 4), p["why"]["tile"]
+        assert p["grid"] == 4 * -(-N // 128) and "split in 4" in p["why"]["tile"]
+    else:
+        assert p["split_k"] != 4 or tuple(p["tile"]) != (128, 128), p["why"]["tile"]
+    assert plan(M, N, K, dtype=FP32)["tile"][1] != 128
+
+
 # Slim tiles where their rounds cost less than the two-consumer tiles' (a few hundred rows against
 # a weight of 2560-6144 columns), paired along M; not in one tile row, with a short K, row sums,
 # tf32, an MN-major operand, or where 128x128 tiles fill their round.

@@ -238,6 +238,14 @@ WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 4096), (1, 128, 4096, 2048), (1, 16, 2
                             (1, 30, 1001, 9001), (3, 40, 1024, 4096), (1, 100, 2048, 3000)]
 
 
+# wgmma_sm90 splits 128×128 tiles along K in 4 (two consumers, a cluster of 4) where two rows of
+# 64×128 tiles would split in 2 and K is long (192 k-tiles or more), as many blocks in one wave of
+# clusters of 4. On a 132-SM H100/H200: 16 tiles (192 k-tiles: slices of 48); edge tiles in M and
+# N with a K not a multiple of the k-tile (193 k-tiles: the last slice 46) and C rows of 2001
+# elements (stored from registers); batched (8 tiles a batch element).
+WGMMA_MEDIUM_SPLIT_SHAPES = [(1, 128, 2048, 12288), (1, 100, 2001, 12289), (2, 128, 1024, 12288)]
+
+
 # wgmma_sm90 deals every turn of 128×128 tiles out as k-tiles where 193 to 256 rows (two tile
 # rows, 32 tiles to 5/8 of a wave) meet a long K (160 k-tiles or more). On a 132-SM H100/H200: 16
 # pair turns; edge tiles in M and N with a K not a multiple of the k-tile (162 k-tiles, the last
@@ -263,6 +271,8 @@ WGMMA_PATH_PLANS = {
     "slim_tiles": (lambda: WGMMA_SLIM_SHAPES,
                    lambda p: p["tile"][1] in (80, 96) and p["cluster"] == 2 and p["store"] == "registers"),
     "small_split_k": (lambda: WGMMA_SMALL_SPLIT_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] > 1),
+    "medium_split_k": (lambda: WGMMA_MEDIUM_SPLIT_SHAPES,
+                       lambda p: tuple(p["tile"]) == (128, 128) and p["split_k"] == 4),
     "stream_k": (lambda: WGMMA_STREAM_K_SHAPES, lambda p: tuple(p["tile"]) == (128, 256) and p["stream_k"]),
     "odd_rows": (lambda: WGMMA_ODD_ROWS_SHAPES,
                  lambda p: p["consumers"] == 2 and p["cluster"] == 1 and "odd number" in p["why"]["cluster"]),
@@ -304,6 +314,7 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
     "slim_tiles": (WGMMA_SLIM_SHAPES, [(1024, 1104, 2100), (700, 1800, 4099)]),
     "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 2053), (20, 1000, 8200)]),
+    "medium_split_k": (WGMMA_MEDIUM_SPLIT_SHAPES, [(128, 2048, 12288), (100, 2001, 12289)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
     "odd_rows": (WGMMA_ODD_ROWS_SHAPES, [(384, 4096, 4096), (330, 4001, 3000)]),
     "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES, [(256, 2048, 10240), (200, 4001, 10307)]),

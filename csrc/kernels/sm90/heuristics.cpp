@@ -62,6 +62,11 @@ constexpr int64_t kPairOneWaveMinKTiles = 32;
 // to 64 tokens (H100, session 29): 8 against 16, geomean 0.973 of torch against 0.966, 55 below
 // 0.92 against 81 (e.g. 2–8 tiles at 64–96 k-tiles in 8 slices, 0.95–1.01 against 4's 0.87–0.94).
 constexpr int64_t kSmallSplitMinKTiles = 8;
+// Two rows of 64×128 tiles split along K take 128×128 tiles split in 4 instead (two consumer
+// warpgroups a block, a cluster of 4 a tile) where those are at least as many blocks, fit in one
+// wave of clusters of 4, and K has at least this many k-tiles: 128 rows against 2048–3072 columns
+// with K = 14336–28672 ran 1.02–1.14× faster, with K = 5120 0.97× (H100, session 38).
+constexpr int64_t kMediumSplitMinKTiles = 192;
 // 193 to 256 rows (four rows of 64-row tiles, two of 128-row ones) with at least this many
 // k-tiles, and 32 to 5/8 of a wave of 128×128 tiles, take 128×128 tiles with every turn dealt out
 // as k-tiles (stream-K over the whole product): the whole tiles otherwise chosen (split or paired
@@ -545,6 +550,13 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     const int split =
         split_slices(shape.small_tiles, k_tiles, sms, kSmallSplitMinKTiles, F::kMaxSmallSlices);
     if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kSmallSplit;
+    constexpr int kMediumSlices = F::kMaxMediumSlices;
+    if (split > 1 && o.consumers == 0 && narrow_m == 2 && k_tiles >= kMediumSplitMinKTiles &&
+        medium * kMediumSlices >= shape.small_tiles * split &&
+        medium <= resident_split_clusters(sms, kMediumSlices)) {
+      shape.consumers = 2, shape.split_k = kMediumSlices;
+      shape.tile_rule = TileRule::kMediumSplit;
+    }
   } else if (splittable && narrow_m >= 2) {
     const bool fewer_rounds = rounds(medium) * kMediumTileCostTenths < rounds(wide) * 10;
     if (medium <= sms || (fewer_rounds && !keep_wide)) {
@@ -554,7 +566,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
       narrower_kept_out = true;
     }
   }
-  if (splittable && shape.consumers == 2 && narrow_m >= 2 && k_tiles >= kMidMinKTiles) {
+  if (splittable && shape.consumers == 2 && shape.split_k == 1 && narrow_m >= 2 &&
+      k_tiles >= kMidMinKTiles) {
     const int64_t chosen = shape.tile_rule == TileRule::kMedium
                                ? rounds(medium) * kMediumTileCostTenths
                                : rounds(wide) * 10;
@@ -1123,6 +1136,15 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       r.tile = "64x128 split in " + str(s.split_k) + " along K: " + no_wide + ", and even the " +
                str(s.small_tiles) + " tiles of 64x128 leave half of the SMs idle; " +
                slices_reason(s.split_k, sms, kSmallSplitMinKTiles, F::kMaxSmallSlices);
+      break;
+    case TileRule::kMediumSplit:
+      r.tile = "128x128 split in " + str(s.split_k) + " along K, two consumer warpgroups: " +
+               no_wide + "; the " + str(s.small_tiles) + " tiles of 64x128 leave half of the SMs " +
+               "idle, and their two rows as " + str(s.medium_tiles) + " tiles of 128x128 in " +
+               str(s.split_k) + " slices of K's " + str(plan.k_tiles) + " k-tiles (at least " +
+               str(kMediumSplitMinKTiles) + ") make as many blocks, in one wave of clusters of " +
+               str(s.split_k) + " (" + str(resident_split_clusters(sms, s.split_k)) +
+               " counted on as resident on " + str(sms) + " SMs)";
       break;
     case TileRule::kMedium:
       r.tile = "128x128, two consumer warpgroups: the " + str(s.small_tiles) +
