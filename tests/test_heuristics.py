@@ -41,9 +41,13 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     if split > 1:
         assert cluster == 1, p
         if sixteen_bit:
-            assert tile == (64, 128) or (tile == (128, 256) and split == 2), p
+            assert tile == (64, 128) or (tile == (128, 256) and split == 2) or (
+                tile == (128, 128) and split in (2, 4)), p
         else:
             assert tile == (64, 256) and not row_sum, p
+        # Owned columns narrower than a 128-byte box leave from registers.
+        if tile[1] // split * (2 if sixteen_bit else 4) < 128:
+            assert p["store"] == "registers", p
     if tile == (128, 192):
         assert split == 1, p
     if tile in slim:  # both operands K-major, C from registers, whole K, no row sums
@@ -215,6 +219,8 @@ def test_streaming_every_tile_follows_the_overrides():
     assert p["split_k"] == 1 and p["stream_k_turns"] == 3 and p["grid"] == 3 and "forced" in p["why"]["tile"]
     assert not plan(50, 300, 64, shape="1x1x128", stream_k="3")["stream_k"]  # 3 tiles of 1 k-tile < 132 blocks
     assert not plan(100, 4096, 4096, stream_k="3")["stream_k"]   # two rows of 64x128 tiles
+    p = plan(128, 2048, 28672, stream_k="3")  # the plan's 128x128 tiles split in 4: kept
+    assert (tuple(p["tile"]), p["split_k"]) == ((128, 128), 4) and not p["stream_k"]
     assert not plan(64, 4096, 4096, shape="1x1", stream_k="3")["stream_k"]  # 64x256
     # one tile of 128 k-tiles: fewer units than SMs, so the plan keeps its split in 8
     p = plan(64, 128, 8192, stream_k="3")
@@ -744,24 +750,31 @@ def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
     assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 1
     assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="2x1x192")["tile"]) == (128, 256)
     assert tuple(plan(4096, 4096, 4096, row_sum=True, shape="2x1x192")["tile"]) == (128, 256)
+    for shape in ("2x2x128", "2x4x128"):  # 128x128 split tiles: 16-bit without row sums only
+        assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape=shape)["tile"]) == (128, 256)
+        p = plan(4096, 4096, 4096, row_sum=True, shape=shape)
+        assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 1
 
 
 # 128 rows against a weight of up to 28 tile columns with a long K: 128x128 tiles split in 4 (a
 # cluster of 4, two consumers) in place of 64x128 ones split in 2; not with a short K, more tiles
 # than one wave of clusters of 4 holds, one 64-row tile row or more than two, fewer blocks, or
 # tf32.
-@pytest.mark.parametrize("M, N, K, medium", [
-    (128, 2048, 28672, True), (128, 3072, 14336, True), (100, 2000, 12289, True),
-    (128, 2048, 5120, False), (128, 4096, 28672, False), (64, 2048, 28672, False),
-    (256, 2048, 28672, False), (128, 1024, 28672, False),
+@pytest.mark.parametrize("M, N, K, tile, split", [
+    (128, 2048, 28672, (128, 128), 4), (128, 3072, 14336, (128, 128), 4), (100, 2000, 12289, (128, 128), 4),
+    (128, 2048, 5120, (64, 128), 2),     # a short K
+    (128, 4096, 28672, (64, 128), 2),    # 32 tiles of 128x128 in 4: more clusters than a wave
+    (64, 2048, 28672, (64, 128), 4),     # one row of 64x128 tiles
+    (256, 2048, 28672, (128, 128), 1),   # four rows
+    (128, 1024, 28672, (64, 128), 4),    # 64x128 in 4: more blocks than 128x128 in 4
 ])
-def test_medium_split_by_the_plan(M, N, K, medium):
+def test_medium_split_by_the_plan(M, N, K, tile, split):
     p = plan(M, N, K)
-    if medium:
-        assert (tuple(p["tile"]), p["consumers"], p["split_k"]) == ((128, 128), 2, 4), p["why"]["tile"]
-        assert p["grid"] == 4 * -(-N // 128) and "split in 4" in p["why"]["tile"]
-    else:
-        assert p["split_k"] != 4 or tuple(p["tile"]) != (128, 128), p["why"]["tile"]
+    assert (tuple(p["tile"]), p["split_k"]) == (tile, split), p["why"]["tile"]
+    assert_supported(p, BF16)
+    if tile == (128, 128) and split == 4:
+        assert p["consumers"] == 2 and p["grid"] == 4 * -(-N // 128) and p["store"] == "registers"
+        assert "split in 4" in p["why"]["tile"] and "as the 64x128 tiles split in 2" in p["why"]["tile"]
     assert plan(M, N, K, dtype=FP32)["tile"][1] != 128
 
 
@@ -875,7 +888,8 @@ def test_extents_past_32_bits_are_refused():
 
 SHAPES = [(1, 1, 1), (16, 4096, 4096), (100, 100, 100), (256, 4096, 4096), (512, 4096, 4096),
           (1000, 1000, 1000), (1023, 1025, 1027), (2048, 2048, 2048), (4095, 4095, 4095),
-          (4096, 4096, 4096), (8192, 12288, 4096), (8192, 4096, 14336), (777, 555, 3333), (64, 64, 65536)]
+          (4096, 4096, 4096), (8192, 12288, 4096), (8192, 4096, 14336), (777, 555, 3333), (64, 64, 65536),
+          (128, 2048, 28672)]
 
 
 @pytest.mark.parametrize("M, N, K", SHAPES)
@@ -886,7 +900,8 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     extras = [dict(), dict(bias=True), dict(row_sum=True), dict(batch=3)]
     overrides = [dict(), dict(shape="1x1x128"), dict(shape="2x2"), dict(shape="2x1x192"), dict(cluster="1"),
                  dict(stream_k="2"), dict(stream_k="3"), dict(max_clusters="5"), dict(stream_k="0", cluster="1"),
-                 dict(shape="2x1x192", cluster="1"), dict(shape="2x1x80"), dict(shape="2x1x96", cluster="1")]
+                 dict(shape="2x1x192", cluster="1"), dict(shape="2x1x80"), dict(shape="2x1x96", cluster="1"),
+                 dict(shape="2x2x128"), dict(shape="2x4x128")]
     for (a_k, b_k), extra, override in itertools.product(layouts, extras, overrides):
         p = plan(M, N, K, dtype=dtype, sm_count=sm_count, a_k_major=a_k, b_k_major=b_k, **extra, **override)
         assert p["refused"] is None

@@ -509,9 +509,21 @@ def test_wgmma_forced_slim_tiles(width):
 @requires_cuda
 @pytest.mark.parametrize("shape", ["2x2x128", "2x4x128"])
 def test_wgmma_forced_medium_split(shape):
+    split = int(shape.split("x")[1])
+    check = MEDIUM_SPLIT_CHECK.replace("SPLIT", str(split))
     check_wgmma_under_env(f"forced_medium_split {shape}",
                           [(70, 300, 100), (5, 129, 1), (130, 1000, 577), (512, 1024, 2048), (1000, 2001, 1031)],
-                          LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": shape})
+                          LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": shape},
+                          ENV_SCRIPT.replace('\nprint("ok")', "\n" + check + 'print("ok")'))
+
+
+# Appended to the forced medium-split script: every shape ran on the forced tiles.
+MEDIUM_SPLIT_CHECK = """
+for M, N, K in {shapes!r}:
+    a, b = make_operands(M, N, K, "NN", torch.bfloat16, "cuda", generator("cuda", "medium", M, N, K, "NN"))
+    plan = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
+    assert (tuple(plan["tile"]), plan["split_k"]) == ((128, 128), SPLIT), plan
+"""
 
 
 # 128×256 tiles split along K in two (TORCH_GEMM_WGMMA_SHAPE=2x2; the plan takes 128×128 tiles

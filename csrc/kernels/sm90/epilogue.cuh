@@ -335,8 +335,9 @@ class Epilogue {
       // A slim tile is not whole boxes: from registers (the plan never asks for TMA stores).
       store_accumulators<Config, T, kPermuted>(p, d, z, row0, n0);
     } else if constexpr (kSplitK > 1 && Config::kBoxesPerTile % kSplitK != 0) {
-      // Owned columns narrower than a box (a 64×128 tile split in 4 or 8): from registers, a
-      // tile of at most 64 rows whose stores are a small part of its time.
+      // Owned columns narrower than a box (a 64×128 tile split in 4 or 8, 128×128 in 4): from
+      // registers, 32 or 16 columns a block, whose stores are a small part of its time (the
+      // plan says so: heuristics.cpp's owns_whole_boxes).
       store_accumulators<Config, T, kPermuted, kSplitK>(p, d, z, row0, n0, split);
     } else if constexpr (kSplitK > 1 && Config::kTf32) {
       // fp32 C of a split 64×256 tile: the owned boxes (kBlockN / kSplitK columns), through the

@@ -550,9 +550,10 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     const int split =
         split_slices(shape.small_tiles, k_tiles, sms, kSmallSplitMinKTiles, F::kMaxSmallSlices);
     if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kSmallSplit;
+    // With two tile rows the 128×128 tiles in 4 slices are as many blocks as the 64×128 ones in
+    // 2 (and fewer than in 4 or 8).
     constexpr int kMediumSlices = F::kMaxMediumSlices;
-    if (split > 1 && o.consumers == 0 && narrow_m == 2 && k_tiles >= kMediumSplitMinKTiles &&
-        medium * kMediumSlices >= shape.small_tiles * split &&
+    if (split == 2 && o.consumers == 0 && narrow_m == 2 && k_tiles >= kMediumSplitMinKTiles &&
         medium <= resident_split_clusters(sms, kMediumSlices)) {
       shape.consumers = 2, shape.split_k = kMediumSlices;
       shape.tile_rule = TileRule::kMediumSplit;
@@ -703,7 +704,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   // 31), and 128×256 two-consumer tiles, for few tiles and a long K.
   const bool every_turn_tiles =
       (narrow_m == 1 && shape.consumers == 1 && shape.block_n == kWgmmaSmallBlockN) ||
-      (shape.consumers == 2 &&
+      (shape.consumers == 2 && shape.tile_rule != TileRule::kMediumSplit &&
        (shape.block_n == kWgmmaBlockN || shape.block_n == kWgmmaSmallBlockN));
   const bool tf32_every_turn_tiles =
       tf32_splittable && shape.block_n == kWgmmaBlockN &&
@@ -840,6 +841,12 @@ bool owns_transposed_boxes(const Shape& s) {
   return s.split_k * kWgmmaNarrowBlockM <= s.block_n;
 }
 
+// A split tile's blocks each store the columns they own: whole 128-byte boxes, or (a 16-bit 64×128
+// tile in 4 or 8 slices, 128×128 in 4) narrower, which leave from registers (epilogue.cuh).
+bool owns_whole_boxes(const Shape& s, DType dtype) {
+  return s.block_n / s.split_k * dtype_size(dtype) >= F::kKTileBytes;
+}
+
 }  // namespace
 
 Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
@@ -852,7 +859,9 @@ Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
   // C goes through TMA as the product's C where TMA can address that, else (transposed, fp32
   // only) as the caller's C, its boxes filled transposed.
   // Slim tiles are not whole boxes: their C leaves from registers.
-  const bool product_store = o.tma_store && tma_store_ok(p) && !is_slim_block_n(plan.shape.block_n);
+  const bool product_store = o.tma_store && tma_store_ok(p) &&
+                             !is_slim_block_n(plan.shape.block_n) &&
+                             owns_whole_boxes(plan.shape, p.dtype);
   plan.store_transposed = plan.transposed && !product_store && o.tma_store &&
                           tma_store_ok(caller) && owns_transposed_boxes(plan.shape);
   plan.tma_store = product_store || plan.store_transposed;
@@ -1058,6 +1067,10 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   } else if (is_slim_block_n(plan.shape.block_n)) {
     r.store = "from registers, edges masked: a slim tile's " + str(plan.shape.block_n) +
               " columns are not whole 64-column boxes";
+  } else if (!owns_whole_boxes(plan.shape, p.dtype)) {
+    r.store = "from registers, edges masked: each of the " + str(plan.shape.split_k) +
+              " K slices owns " + str(plan.shape.block_n / plan.shape.split_k) +
+              " columns, narrower than a 128-byte box";
   } else if (plan.transposed && !owns_transposed_boxes(plan.shape)) {
     r.store = "from registers, edges masked: each of the transposed product's " +
               std::to_string(plan.shape.split_k) + " K slices owns " +
@@ -1142,9 +1155,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                no_wide + "; the " + str(s.small_tiles) + " tiles of 64x128 leave half of the SMs " +
                "idle, and their two rows as " + str(s.medium_tiles) + " tiles of 128x128 in " +
                str(s.split_k) + " slices of K's " + str(plan.k_tiles) + " k-tiles (at least " +
-               str(kMediumSplitMinKTiles) + ") make as many blocks, in one wave of clusters of " +
-               str(s.split_k) + " (" + str(resident_split_clusters(sms, s.split_k)) +
-               " counted on as resident on " + str(sms) + " SMs)";
+               str(kMediumSplitMinKTiles) + ") make as many blocks (" +
+               str(s.medium_tiles * s.split_k) + ") as the 64x128 tiles split in 2, with two " +
+               "consumers each, in one wave of clusters of " + str(s.split_k) + " (" +
+               str(resident_split_clusters(sms, s.split_k)) + " counted on as resident on " +
+               str(sms) + " SMs)";
       break;
     case TileRule::kMedium:
       r.tile = "128x128, two consumer warpgroups: the " + str(s.small_tiles) +
@@ -1292,8 +1307,9 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                           str(2 * kSmallSplitMinKTiles) + ", too short to split in two";
   } else {
     r.split_k = "none: only 64x128 tiles are split where the plan chooses (their products leave "
-                "the SMs idle without it); 128x256 tiles in two slices with "
-                "TORCH_GEMM_WGMMA_SHAPE=2x2";
+                "the SMs idle without it), and two rows of them with a long K as 128x128 tiles in 4 "
+                "slices; 128x256 tiles in two slices with TORCH_GEMM_WGMMA_SHAPE=2x2, 128x128 in 2 "
+                "or 4 with 2x2x128 or 2x4x128";
   }
 
   switch (s.cluster_rule) {

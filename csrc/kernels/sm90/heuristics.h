@@ -73,8 +73,8 @@ enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows 
 constexpr int kStreamKMaxShares = 4;
 
 // How a product is spread over the blocks: the tile (consumers × 64 rows, block_n columns),
-// pairs of blocks sharing B (clusters), or split_k slices of K per 128×256 or 64×128 tile (tf32:
-// 64×256).
+// pairs of blocks sharing B (clusters), or split_k slices of K per 128×256, 128×128 or 64×128
+// tile (tf32: 64×256).
 struct Shape {
   int consumers = 2;
   // or kWgmmaSmallBlockN, kWgmmaMidBlockN, kWgmmaSlimBlockN96 or 80 (16-bit)

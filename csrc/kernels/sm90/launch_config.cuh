@@ -312,9 +312,14 @@ LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
                                    map_a, map_b, map_c, wp, plan, stream);
 }
 
-template <typename T> constexpr CUtensorMapDataType kTensorMapType = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-template <> constexpr CUtensorMapDataType kTensorMapType<__nv_bfloat16> = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-template <> constexpr CUtensorMapDataType kTensorMapType<__half> = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+// The tensor maps' element type (inline: the header is compiled in every instantiation file).
+template <typename T>
+inline constexpr CUtensorMapDataType kTensorMapType = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+template <>
+inline constexpr CUtensorMapDataType kTensorMapType<__nv_bfloat16> =
+    CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+template <>
+inline constexpr CUtensorMapDataType kTensorMapType<__half> = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 
 // launch_config's steps for one dtype. plan.problem is the product the kernel computes, caller
 // the caller's, whose C the tensor map of C follows (they differ where transposed: the problem is

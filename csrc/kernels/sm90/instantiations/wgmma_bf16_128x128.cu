@@ -1,5 +1,6 @@
-// wgmma_sm90's kernels for bf16 128x128 tiles, two consumer warpgroups (pairs, stream-K): their own
-// translation unit, so that the build compiles the kernel family in parallel (launch_config.cuh).
+// wgmma_sm90's kernels for bf16 128x128 tiles, two consumer warpgroups (pairs, stream-K, split in
+// 2 or 4): their own translation unit, so that the build compiles the kernel family in parallel
+// (launch_config.cuh).
 #include "kernels/sm90/launch_config.cuh"
 
 namespace torch_gemm {
