@@ -45,8 +45,8 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
                 tile == (128, 128) and split in (2, 4)), p
         else:
             assert tile == (64, 256) and not row_sum, p
-        # Owned columns narrower than a 128-byte box leave from registers.
-        if tile[1] // split * (2 if sixteen_bit else 4) < 128:
+        # Owned columns that are not whole 128-byte boxes leave from registers.
+        if tile[1] // split * (2 if sixteen_bit else 4) % 128 != 0:
             assert p["store"] == "registers", p
     if tile == (128, 192):
         assert split == 1, p

@@ -567,12 +567,15 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
       narrower_kept_out = true;
     }
   }
+  // The two-consumer tile chosen so far, its rounds' time in hundredths of a 128×256 tile's.
+  const auto chosen_cost = [&] {
+    return shape.tile_rule == TileRule::kMedium ? rounds(medium) * 10 * kMediumTileCostTenths
+           : shape.tile_rule == TileRule::kMid  ? rounds(mid) * 10 * kMidTileCostTenths
+                                                : rounds(wide) * 100;
+  };
   if (splittable && shape.consumers == 2 && shape.split_k == 1 && narrow_m >= 2 &&
       k_tiles >= kMidMinKTiles) {
-    const int64_t chosen = shape.tile_rule == TileRule::kMedium
-                               ? rounds(medium) * kMediumTileCostTenths
-                               : rounds(wide) * 10;
-    if (rounds(mid) <= kMidMaxRounds && rounds(mid) * kMidTileCostTenths < chosen) {
+    if (rounds(mid) <= kMidMaxRounds && rounds(mid) * kMidTileCostTenths * 10 < chosen_cost()) {
       shape.mid_beats_stream_k =
           keep_wide && rounds(mid) * kMidTileCostTenths * sms < wide * kStreamKWideCostTenths;
       if (keep_wide && !shape.mid_beats_stream_k) {
@@ -588,10 +591,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
       (shape.tile_rule == TileRule::kWide || shape.tile_rule == TileRule::kMedium ||
        shape.tile_rule == TileRule::kMid) &&
       can_take_slim(p)) {
-    int64_t best = shape.tile_rule == TileRule::kMedium
-                       ? rounds(medium) * 10 * kMediumTileCostTenths
-                   : shape.tile_rule == TileRule::kMid ? rounds(mid) * 10 * kMidTileCostTenths
-                                                       : rounds(wide) * 100;
+    int64_t best = chosen_cost();
     const std::pair<int64_t, int64_t> slim_costs[] = {
         {kWgmmaSlimBlockN96, kSlim96TileCostHundredths},
         {kWgmmaSlimBlockN80, kSlim80TileCostHundredths}};
@@ -841,10 +841,11 @@ bool owns_transposed_boxes(const Shape& s) {
   return s.split_k * kWgmmaNarrowBlockM <= s.block_n;
 }
 
-// A split tile's blocks each store the columns they own: whole 128-byte boxes, or (a 16-bit 64×128
-// tile in 4 or 8 slices, 128×128 in 4) narrower, which leave from registers (epilogue.cuh).
+// Whether each block's columns of C (a split tile's: those its slice owns) are whole 128-byte
+// boxes, which TMA stores; a slim tile's 80 or 96, and a 16-bit 64×128 tile's in 4 or 8 slices or
+// 128×128 tile's in 4, are not, and leave from registers (epilogue.cuh).
 bool owns_whole_boxes(const Shape& s, DType dtype) {
-  return s.block_n / s.split_k * dtype_size(dtype) >= F::kKTileBytes;
+  return s.block_n / s.split_k * dtype_size(dtype) % F::kKTileBytes == 0;
 }
 
 }  // namespace
@@ -858,10 +859,8 @@ Plan plan_call(const GemmParams& caller, int64_t sms, const Overrides& o) {
   plan.product = plan_product(p, plan.shape, o);
   // C goes through TMA as the product's C where TMA can address that, else (transposed, fp32
   // only) as the caller's C, its boxes filled transposed.
-  // Slim tiles are not whole boxes: their C leaves from registers.
-  const bool product_store = o.tma_store && tma_store_ok(p) &&
-                             !is_slim_block_n(plan.shape.block_n) &&
-                             owns_whole_boxes(plan.shape, p.dtype);
+  const bool product_store =
+      o.tma_store && tma_store_ok(p) && owns_whole_boxes(plan.shape, p.dtype);
   plan.store_transposed = plan.transposed && !product_store && o.tma_store &&
                           tma_store_ok(caller) && owns_transposed_boxes(plan.shape);
   plan.tma_store = product_store || plan.store_transposed;
@@ -1064,13 +1063,13 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
               "16-byte aligned rows";
   } else if (!o.tma_store) {
     r.store = "from registers, edges masked: forced by TORCH_GEMM_WGMMA_STORE=registers";
-  } else if (is_slim_block_n(plan.shape.block_n)) {
-    r.store = "from registers, edges masked: a slim tile's " + str(plan.shape.block_n) +
-              " columns are not whole 64-column boxes";
   } else if (!owns_whole_boxes(plan.shape, p.dtype)) {
-    r.store = "from registers, edges masked: each of the " + str(plan.shape.split_k) +
-              " K slices owns " + str(plan.shape.block_n / plan.shape.split_k) +
-              " columns, narrower than a 128-byte box";
+    const std::string columns = str(plan.shape.block_n / plan.shape.split_k) + " columns";
+    r.store = "from registers, edges masked: " +
+              (plan.shape.split_k > 1
+                   ? "each of the " + str(plan.shape.split_k) + " K slices owns " + columns
+                   : "a slim tile's " + columns) +
+              ", not whole " + str(F::kKTileBytes / dtype_size(p.dtype)) + "-column boxes";
   } else if (plan.transposed && !owns_transposed_boxes(plan.shape)) {
     r.store = "from registers, edges masked: each of the transposed product's " +
               std::to_string(plan.shape.split_k) + " K slices owns " +

@@ -265,45 +265,34 @@ template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB>
 LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
                            const CUtensorMap& map_c, const WgmmaParams& wp, const Plan& plan,
                            cudaStream_t stream) {
-  constexpr int kSplit = KernelFacts::kSplitSlices;
-  if constexpr (!std::is_same_v<T, float> && kConsumers == 2 && kMmaN == kWgmmaBlockN) {
-    if (plan.shape.split_k == kSplit) {
-      return launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, kSplit>(
-          map_a, map_b, map_c, wp, plan, stream);
-    }
-  }
-  // 16-bit 128×128 tiles split in 2 or 4.
-  if constexpr (!std::is_same_v<T, float> && kConsumers == 2 && kMmaN == kWgmmaSmallBlockN) {
-    static_assert(KernelFacts::kMaxMediumSlices == 4, "the slices instantiated below");
+  // The most K slices this configuration is instantiated for (1: none); tf32's 128-column tiles
+  // are 3xTF32's promoted ones, which take the whole K.
+  constexpr bool kSixteenBit = !std::is_same_v<T, float>;
+  constexpr int kMaxSlices =
+      kSixteenBit && kConsumers == 2 && kMmaN == kWgmmaBlockN        ? KernelFacts::kSplitSlices
+      : kSixteenBit && kConsumers == 2 && kMmaN == kWgmmaSmallBlockN ? KernelFacts::kMaxMediumSlices
+      : kConsumers == 1 && kMmaN == (kSixteenBit ? kWgmmaSmallBlockN : kWgmmaBlockN)
+          ? KernelFacts::kMaxSmallSlices
+          : 1;
+  static_assert(KernelFacts::kMaxSmallSlices == 8 && KernelFacts::kMaxNarrowSlices == 8 &&
+                    KernelFacts::kMaxMediumSlices == 4 && KernelFacts::kSplitSlices == 2,
+                "the slices instantiated below");
+  if constexpr (kMaxSlices >= 2) {
     if (plan.shape.split_k == 2) {
-      return launch_kernel<T, 2, kMmaN, kKMajorA, kKMajorB, 1, 2>(map_a, map_b, map_c, wp, plan,
-                                                                  stream);
-    }
-    if (plan.shape.split_k == 4) {
-      return launch_kernel<T, 2, kMmaN, kKMajorA, kKMajorB, 1, 4>(map_a, map_b, map_c, wp, plan,
-                                                                  stream);
+      return launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 2>(map_a, map_b, map_c,
+                                                                           wp, plan, stream);
     }
   }
-  // One-consumer tiles split in 2, 4 or 8: 16-bit 64×128, tf32 64×256 (tf32's 128-column tiles
-  // are 3xTF32's promoted ones, which take the whole K).
-  constexpr bool kSplitsNarrow =
-      kConsumers == 1 &&
-      kMmaN == (std::is_same_v<T, float> ? kWgmmaBlockN : kWgmmaSmallBlockN);
-  if constexpr (kSplitsNarrow) {
-    static_assert(KernelFacts::kMaxSmallSlices == 8 && KernelFacts::kMaxNarrowSlices == 8,
-                  "the slices instantiated below");
-    switch (plan.shape.split_k) {
-      case 2:
-        return launch_kernel<T, 1, kMmaN, kKMajorA, kKMajorB, 1, 2>(map_a, map_b, map_c, wp,
-                                                                    plan, stream);
-      case 4:
-        return launch_kernel<T, 1, kMmaN, kKMajorA, kKMajorB, 1, 4>(map_a, map_b, map_c, wp,
-                                                                    plan, stream);
-      case 8:
-        return launch_kernel<T, 1, kMmaN, kKMajorA, kKMajorB, 1, 8>(map_a, map_b, map_c, wp,
-                                                                    plan, stream);
-      default:
-        break;
+  if constexpr (kMaxSlices >= 4) {
+    if (plan.shape.split_k == 4) {
+      return launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 4>(map_a, map_b, map_c,
+                                                                           wp, plan, stream);
+    }
+  }
+  if constexpr (kMaxSlices >= 8) {
+    if (plan.shape.split_k == 8) {
+      return launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 8>(map_a, map_b, map_c,
+                                                                           wp, plan, stream);
     }
   }
   return plan.shape.clusters ? launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 2, 1>(
