@@ -1,8 +1,9 @@
 """decode_sm80: the tensor-core decode rung's own paths — token tiles of 1, 2, 4 and 8, K split
 inside a block and across blocks (with the second kernel's reduction), the K tail, columns past
-N, passes over tokens past 64, the batch, the bias, and the fallback to gemv for layouts its
-16-byte loads cannot take — each against the float64 reference, in bf16/fp16 and in float32 as
-tf32 (only while torch allows TF32)."""
+N, passes over tokens past 64, the batch, the bias; against an N-major weight (dx = dy·W) up to 16
+tokens, K split across a cluster's blocks; and the fallback to gemv for layouts its 16-byte loads
+cannot take — each against the float64 reference, in bf16/fp16 and in float32 as tf32 (only while
+torch allows TF32)."""
 
 from __future__ import annotations
 
@@ -52,23 +53,67 @@ def test_bias_through_linear(M, N, K):
     assert_close_to_reference(out, x, w.t(), bias)
 
 
-@pytest.mark.parametrize("case", ["odd_k", "a_transposed", "b_row_major", "offset"])
+@pytest.mark.parametrize("case", ["odd_k", "a_transposed", "b_row_major_odd_n", "b_row_major_17_rows", "offset"])
 def test_layouts_that_fall_back_to_gemv(case):
-    """Operands that are not contiguous, aligned 16-byte vectors along K are computed by gemv."""
+    """Operands that are not contiguous, aligned 16-byte vectors along K (or, for an N-major B, up
+    to 16 rows of A against B's rows in such vectors) are computed by gemv."""
     _needs_sm80()
     gen = generator("cuda", "decode-fallback", case)
     M, N, K = 4, 96, 1000 if case != "odd_k" else 1001
+    if case == "b_row_major_odd_n":
+        N = 100
+    elif case == "b_row_major_17_rows":
+        M = 17
     x, w = randn((M, K), torch.bfloat16, "cuda", gen), randn((N, K), torch.bfloat16, "cuda", gen)
     a, b = x, w.t()
     if case == "a_transposed":
         a = x.t().contiguous().t()
-    elif case == "b_row_major":
+    elif case.startswith("b_row_major"):
         b = w.t().contiguous()
     elif case == "offset":
         a = randn((M, K + 1), torch.bfloat16, "cuda", gen)[:, 1:]
     with poisoned_outputs():
         out = torch_gemm.mm_tiled(a, b, kernel="decode_sm80")
     assert_close_to_reference(out, a, b)
+
+
+# dx = dy·W: B is the (out, in) weight read as (K, N) with unit column stride. One and two token
+# tiles and tokens past M, columns past N in a block's 64, K's tail inside a 32-row chunk, one warp
+# of eight with chunks, a K long enough for every split; on sm_90 the plan's cluster and every
+# forced cluster size (TORCH_GEMM_DECODE_SPLITS) add the blocks' sums in the same order each run.
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("M, N, K", [
+    (1, 4096, 4096), (2, 8, 8), (5, 72, 40), (8, 1000, 4104), (9, 64, 32), (16, 2048, 28672),
+    (16, 136, 1000), (3, 8192, 256), (12, 520, 8200),
+])
+def test_n_major_weight(M, N, K, dtype, monkeypatch):
+    _needs_sm80()
+    gen = generator("cuda", "decode-n-major", M, N, K)
+    g, w = randn((M, K), dtype, "cuda", gen), randn((K, N), dtype, "cuda", gen)
+    bias = randn((N,), dtype, "cuda", gen)
+    for splits in (None, 1, 2, 4, 8):
+        if splits is None:
+            monkeypatch.delenv("TORCH_GEMM_DECODE_SPLITS", raising=False)
+        else:
+            monkeypatch.setenv("TORCH_GEMM_DECODE_SPLITS", str(splits))
+        with poisoned_outputs():
+            out = torch_gemm.mm_tiled(g, w, kernel="decode_sm80")
+            assert_close_to_reference(out, g, w)
+            assert torch.equal(out, torch_gemm.mm_tiled(g, w, kernel="decode_sm80"))
+            with_bias = torch_gemm.linear_tiled(g, w.t(), bias, kernel="decode_sm80")
+            assert_close_to_reference(with_bias, g, w, bias)
+
+
+def test_n_major_weight_batched_and_strided():
+    """A batch of N-major weights whose rows are strided past N."""
+    _needs_sm80()
+    gen = generator("cuda", "decode-n-major-bmm")
+    g = randn((3, 6, 2048), torch.bfloat16, "cuda", gen)
+    w = randn((3, 2048, 1032), torch.bfloat16, "cuda", gen)[:, :, :1024]
+    out = torch_gemm.bmm_tiled(g, w, kernel="decode_sm80")
+    for z in range(3):
+        assert_close_to_reference(out[z], g[z], w[z])
+    assert torch.equal(out, torch_gemm.bmm_tiled(g, w, kernel="decode_sm80"))
 
 
 # 3 x 32 blocks of a short K stream unsplit; 2 x 4 blocks of K = 8192 (16 KB rows) split K across

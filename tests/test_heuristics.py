@@ -916,7 +916,14 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (4, 1024, 4096, BF16, 80, True, 1, "decode_sm80"),
     (17, 4096, 4096, BF16, 90, True, 1, "wgmma_sm90"),
     (16, 4096, 4096, FP16, 75, True, 1, "smem32"),        # no mma.sync before sm_80
-    (16, 4096, 4096, FP16, 90, True, 4096, "wgmma_sm90"), # B's columns not contiguous
+    (16, 4096, 4096, FP16, 90, True, 4096, "decode_sm80"), # N-major B (dx): its own kernel,
+    (1, 8192, 2048, BF16, 90, True, 8192, "decode_sm80"),  # 128 blocks of 64 columns: one an SM
+    (16, 8448, 1024, BF16, 90, True, 8448, "decode_sm80"), # 132 blocks, the shortest K
+    (16, 8512, 1024, BF16, 90, True, 8512, "wgmma_sm90"),  # 133 blocks: more than the SMs
+    (16, 4096, 1016, BF16, 90, True, 4096, "wgmma_sm90"),  # too short a K
+    (17, 4096, 4096, BF16, 90, True, 4096, "wgmma_sm90"),  # past 16 rows
+    (16, 4100, 4096, BF16, 90, True, 4100, "wgmma_sm90"),  # rows not whole 16-byte vectors
+    (16, 4096, 4096, BF16, 80, True, 4096, "mma_sm80"),    # clusters split K on sm_90 only
     (1, 4096, 4096, BF16, 90, True, 1, "decode_sm80"),    # one token, a large weight
     (1, 2048, 2048, BF16, 90, True, 1, "gemv"),           # one token, a small weight: one launch
     (2, 1024, 4096, BF16, 90, True, 1, "gemv"),
@@ -930,7 +937,7 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (16, 5120, 5120, FP16, 90, True, 1, "wgmma_sm90"),
     (8, 5120, 5120, FP16, 90, True, 1, "decode_sm80"),    # 320 blocks of 10 KB rows: no split
     (1, 4096, 4096, BF16, 75, True, 1, "gemv"),           # no mma.sync: one row on gemv
-    (1, 4096, 4096, BF16, 90, True, 4096, "wgmma_sm90"),  # B's columns not contiguous
+    (1, 28672, 4096, BF16, 90, True, 28672, "wgmma_sm90"), # N-major, 448 blocks: wgmma
     (2, 4096, 4096, FP32, 80, False, 1, "gemv"),
     (4096, 4096, 4096, BF16, 80, True, 1, "mma_sm80"),
     (4096, 4096, 4096, BF16, 75, True, 1, "smem32"),

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace torch_gemm {
 namespace {
@@ -27,6 +28,13 @@ constexpr double kEfficiencyMargin = 0.05;
 constexpr int64_t kFewBlocksPerSm = 4;
 constexpr int64_t kFewBlocksMinRowBytes = 10240;
 constexpr int64_t kRoundsMaxRowBytes = 16384;
+
+// kernel="auto" on sm_90 takes the N-major kernel over wgmma's 64-row tiles (decode_n_major_preferred)
+// where K has at least kNMajorMinK rows and the 64-column blocks are at most one a multiprocessor:
+// on an H100, over the models grid's dx products at 1, 8 and 16 tokens, that choice ran 1.055x
+// as fast as wgmma alone (0.969 of torch → 1.019); with a shorter K (launch-bound) and more
+// blocks than SMs (N = 28672: 3.4 an SM) wgmma's tiles were faster (benchmarks/NOTES.md, session 39).
+constexpr int64_t kNMajorMinK = 1024;
 
 double round_efficiency(int64_t blocks, int64_t slots) {
   const double rounds = static_cast<double>(blocks) / static_cast<double>(slots);
@@ -76,6 +84,51 @@ DecodePlan plan_decode(const GemmParams& p, int64_t sms) {
   }
   plan.chunks_per_split = ceil_div(chunks, plan.splits);
   return plan;
+}
+
+bool decode_n_major_layout(const GemmParams& p) {
+  using NCfg = DecodeNMajorConfig;
+  if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) return false;
+  if (p.M < 1 || p.M > NCfg::kMaxRows || p.K < 1) return false;
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % NCfg::kVectorBytes == 0; };
+  const auto stride_ok = [](int64_t stride, int64_t extent) { return extent <= 1 || stride % NCfg::kVec == 0; };
+  return p.K % NCfg::kVec == 0 && p.N % NCfg::kVec == 0 && (p.a_stride_k == 1 || p.K <= 1) &&
+         (p.b_stride_n == 1 || p.N <= 1) && aligned(p.a) && aligned(p.b) && stride_ok(p.a_stride_m, p.M) &&
+         stride_ok(p.b_stride_k, p.K) && stride_ok(p.a_stride_batch, p.batch) && stride_ok(p.b_stride_batch, p.batch);
+}
+
+DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clusters, int forced_splits) {
+  using NCfg = DecodeNMajorConfig;
+  DecodeNMajorPlan plan;
+  plan.token_tiles = p.M <= 8 ? 1 : 2;
+  plan.blocks_x = ceil_div(p.N, int64_t{NCfg::kColumns});
+  const int64_t chunks = ceil_div(p.K, int64_t{NCfg::kChunk});
+  const int64_t batch = std::max<int64_t>(std::min<int64_t>(p.batch, kMaxGridZ), 1);
+  // K split in a cluster while the blocks stay at most one a multiprocessor: at 1 to 16 tokens
+  // against dx's weights a second block an SM streamed slower (on an H100 N = 4096 at K = 28672:
+  // 256 blocks 114.6 µs, 128 blocks 95.3; N = 5120: 80 blocks unsplit fastest, 160 and more
+  // 7-12% slower; benchmarks/NOTES.md, session 39), keeping kMinChunksPerWarp chunks for each
+  // warp of each block.
+  const auto keeps_chunks = [&](int splits) {
+    return chunks >= int64_t{splits} * NCfg::kWarps * kMinChunksPerWarp;
+  };
+  if (clusters && forced_splits > 0) {
+    while (plan.splits * 2 <= std::min(forced_splits, NCfg::kMaxSplits)) plan.splits *= 2;
+    while (plan.splits > 1 && !keeps_chunks(plan.splits)) plan.splits /= 2;
+  } else if (clusters) {
+    while (plan.splits < NCfg::kMaxSplits && plan.blocks_x * batch * plan.splits * 2 <= sms &&
+           keeps_chunks(plan.splits * 2)) {
+      plan.splits *= 2;
+    }
+  }
+  plan.chunks_per_split = ceil_div(chunks, int64_t{plan.splits});
+  return plan;
+}
+
+bool decode_n_major_preferred(const GemmParams& p, int64_t sms) {
+  const int64_t batch = std::max<int64_t>(std::min<int64_t>(p.batch, kMaxGridZ), 1);
+  return decode_n_major_layout(p) && p.K >= kNMajorMinK &&
+         ceil_div(p.N, int64_t{DecodeNMajorConfig::kColumns}) * batch <= sms;
 }
 
 }  // namespace torch_gemm

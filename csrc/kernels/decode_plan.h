@@ -1,6 +1,7 @@
-// decode_sm80's shape and its plan of a call (token tiles, warps a column, K split across blocks)
-// in plain C++: the launcher follows it, and kernel="auto" on sm_90 reads whether it splits K
-// (auto_kernel.cpp), in every build, the CPU-only one included.
+// decode_sm80's shapes and its plans of a call (token tiles, warps a column, K split across
+// blocks; for an N-major weight, the cluster that splits K) in plain C++: the launcher follows
+// them, and kernel="auto" on sm_90 reads them (auto_kernel.cpp), in every build, the CPU-only one
+// included.
 #pragma once
 
 #include <cstdint>
@@ -36,5 +37,48 @@ struct DecodePlan {
 
 // The plan of p on `sms` multiprocessors.
 DecodePlan plan_decode(const GemmParams& p, int64_t sms);
+
+// The kernel for an N-major weight (B[k, n] with unit stride along n: dx = dy·W of a linear),
+// bf16/fp16 up to 16 tokens: each warp streams 64 columns of B (8 lanes × 16 bytes of a row) down
+// 32 rows a chunk, 4 lanes a row each taking 8 consecutive rows, and packs pairs of rows into
+// mma.sync's 16-row operand; a block's 8 warps split K of the same 64 columns, and on sm_90 a
+// cluster of `splits` blocks splits it again, adding the blocks' sums through distributed shared
+// memory in rank order (no workspace, no second kernel).
+struct DecodeNMajorConfig {
+  static constexpr int kThreads = 256;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kMinBlocksPerSm = 2;
+  static constexpr int kColumns = 64;    // columns of C a block: 8 lane groups × 8 elements
+  static constexpr int kChunk = 32;      // K a chunk: 4 lanes × 8 rows
+  static constexpr int kVectorBytes = 16;
+  static constexpr int kVec = 8;         // elements a 16-byte copy
+  static constexpr int kMaxRows = 16;    // tokens: one or two 8-token tiles
+  static constexpr int kMaxSplits = 8;   // the portable cluster size
+  // Chunks whose loads a warp issues before its mmas, as the registers allow (8 rows of B a
+  // chunk: 32 registers).
+  template <int kTokenTiles>
+  static constexpr int kUnroll = kTokenTiles == 1 ? 2 : 1;
+};
+
+struct DecodeNMajorPlan {
+  int token_tiles = 1;   // 8-token tiles: 1 or 2
+  int64_t blocks_x = 0;  // blocks along N, 64 columns each
+  int splits = 1;        // blocks of a cluster splitting K (gridDim.y): 1, 2, 4 or 8
+  int64_t chunks_per_split = 0;
+};
+
+// Whether the N-major kernel takes p: bf16/fp16, 1 to 16 rows of A against an N-major B, both
+// read as aligned 16-byte vectors (A along K, B along N), K > 0.
+bool decode_n_major_layout(const GemmParams& p);
+
+// Whether kernel="auto" on sm_90 takes the N-major kernel for p over wgmma_sm90 (`sms`
+// multiprocessors): decode_n_major_layout, a long enough K, at most one block a multiprocessor.
+bool decode_n_major_preferred(const GemmParams& p, int64_t sms);
+
+// The plan of p (decode_n_major_layout) on `sms` multiprocessors; `clusters`: the
+// device launches clusters (sm_90), without which K is not split across blocks. forced_splits
+// (TORCH_GEMM_DECODE_SPLITS, for tuning; 0: none) replaces the rule's split, halved until every
+// warp keeps a chunk.
+DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clusters, int forced_splits = 0);
 
 }  // namespace torch_gemm

@@ -1,12 +1,16 @@
 // Launcher of the tensor-core decode rung (bf16/fp16, float32 as tf32): token tiles from M, the
 // split of K inside a block and across blocks (so that the weight's columns keep every SM
-// streaming), and the fallback to gemv where the operands are not contiguous, aligned 16-byte
-// vectors along K.
+// streaming); for bf16/fp16 up to 16 tokens against an N-major weight, the kernel that reads its
+// rows (K split in a cluster on sm_90); and the fallback to gemv where the operands are not
+// contiguous, aligned 16-byte vectors.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/decode_sm80.cuh"
+#include "kernels/decode_sm80_n_major.cuh"
+#include "kernels/device_cache.h"
 #include "kernels/grid.cuh"
 #include "kernels/launch.h"
 
@@ -37,6 +41,52 @@ bool vector_loads(const GemmParams& p) {
     case DType::kFloat16: return vector_loads_ok<__half>(p);
     default: return vector_loads_ok<float>(p);
   }
+}
+
+// TORCH_GEMM_DECODE_SPLITS: the N-major kernel's cluster size, forced (tuning; unset: the plan's).
+int forced_n_major_splits() {
+  const char* value = std::getenv("TORCH_GEMM_DECODE_SPLITS");
+  return value == nullptr ? 0 : std::max(std::atoi(value), 0);
+}
+
+template <typename T, int kTokenTiles>
+LaunchStatus launch_n_major(const GemmParams& p, const DecodeNMajorPlan& plan, cudaStream_t stream) {
+  return for_each_batch_chunk(p, kMaxGridZ, [&](const GemmParams& chunk) {
+    GemmParams q = chunk;
+    q.workspace = nullptr;  // the kernel stores C itself
+    const dim3 grid(static_cast<unsigned>(plan.blocks_x), static_cast<unsigned>(plan.splits),
+                    static_cast<unsigned>(chunk.batch));
+    const auto kernel = decode_sm80_n_major_kernel<T, kTokenTiles>;
+    if (plan.splits == 1) {
+      kernel<<<grid, DecodeNMajorConfig::kThreads, 0, stream>>>(q, plan.chunks_per_split);
+      return check_launch("decode_sm80_n_major_kernel");
+    }
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = dim3(DecodeNMajorConfig::kThreads);
+    config.stream = stream;
+    cudaLaunchAttribute cluster[1];
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim.x = 1;
+    cluster[0].val.clusterDim.y = static_cast<unsigned>(plan.splits);
+    cluster[0].val.clusterDim.z = 1;
+    config.attrs = cluster;
+    config.numAttrs = 1;
+    return check_call(cudaLaunchKernelEx(&config, kernel, q, plan.chunks_per_split),
+                      "cudaLaunchKernelEx of decode_sm80_n_major_kernel (a cluster of K's splits)");
+  });
+}
+
+template <typename T>
+LaunchStatus launch_n_major_tiles(const GemmParams& p, cudaStream_t stream) {
+#ifdef TORCH_GEMM_WITH_SM90A
+  const bool clusters = current_compute_capability() >= 90;  // the kernel's cluster code is sm_90's
+#else
+  const bool clusters = false;
+#endif
+  const DecodeNMajorPlan plan = plan_decode_n_major(p, sm_count_of(p), clusters, forced_n_major_splits());
+  if (plan.blocks_x > kMaxGridX) return refuse("N past the grid's reach");
+  return plan.token_tiles == 1 ? launch_n_major<T, 1>(p, plan, stream) : launch_n_major<T, 2>(p, plan, stream);
 }
 
 template <typename T, int kTokenTiles, int kWarpsPerColumn>
@@ -78,6 +128,10 @@ LaunchStatus launch_tiles(const GemmParams& p, const DecodePlan& plan, cudaStrea
 
 LaunchStatus launch_gemm_decode_sm80(const GemmParams& params, cudaStream_t stream) {
   if (params.M == 0 || params.N == 0 || params.batch == 0) return {};
+  if (decode_n_major_layout(params)) {
+    return params.dtype == DType::kBFloat16 ? launch_n_major_tiles<__nv_bfloat16>(params, stream)
+                                            : launch_n_major_tiles<__half>(params, stream);
+  }
   // Layouts the 16-byte loads cannot take (and float64) go to gemv, which reads any strides.
   if (!mma_dtype(params) || params.K == 0 || !vector_loads(params)) return launch_gemm_gemv(params, stream);
   const DecodePlan plan = plan_decode(params, sm_count_of(params));

@@ -63,7 +63,9 @@ bool small_enough_for_gemv(const GemvOverDecode (&table)[kBounds], int64_t M, in
 // decode_sm80, whose mma.sync tiles take 8 tokens each at the weight's pace, but small weights
 // with few rows on gemv (one launch, no K split across blocks), and on sm_90 wgmma wherever
 // decode_sm80 would split K across blocks (its sums then need a second kernel, where wgmma's split
-// 64x128 tiles add theirs inside a cluster); fp32/fp64 up to two rows, and
+// 64x128 tiles add theirs inside a cluster); on sm_90 against an N-major weight (dx) up to 16
+// rows decode_sm80's N-major kernel where K is long enough and its blocks at most one an SM
+// (decode_n_major_preferred); fp32/fp64 up to two rows, and
 // one bf16/fp16 row before sm_80, on gemv, which streams B once where a tile would be mostly
 // empty rows; float32 with TF32 allowed on sm_90 up to 16 rows against weights of moderate size
 // on decode_sm80's tf32 tiles (kTf32DecodeBounds; gemv for two rows and small weights:
@@ -96,6 +98,7 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
     if (!wgmma || plan_decode(p, p.sm_count).splits == 1) return {"decode_sm80", AutoRule::kDecodeSm80};
     return {"wgmma_sm90", AutoRule::kWgmmaDecode};
   }
+  if (wgmma && decode_n_major_preferred(p, p.sm_count)) return {"decode_sm80", AutoRule::kDecodeNMajor};
   if (wgmma && dtype == DType::kFloat32 && allow_tf32 && weight_rows) {
     const bool decode = tf32_decode_takes(M, N, K);
     if ((decode || M <= kGemvMaxRowsWide) && small_enough_for_gemv(kGemvOverDecodeTf32, M, N, K)) {
@@ -150,6 +153,10 @@ const char* describe_auto_choice(AutoRule rule) {
       "decode on compute capability 9.0: up to 16 bf16/fp16 rows where decode_sm80 would split K "
       "across blocks and add the sums in a second kernel; wgmma_sm90's 64x128 tiles split K "
       "inside a cluster instead",
+      "decode against an N-major B (dx = dy·W of a linear) on compute capability 9.0: up to 16 "
+      "bf16/fp16 rows, K of at least 1024, at most one 64-column block a multiprocessor: "
+      "decode_sm80 streams B's rows once through mma.sync, K split across a block's warps and a "
+      "cluster's blocks, where wgmma's 64-row tiles would be mostly empty rows",
       "decode in tf32 on compute capability 9.0: float32 with TF32 allowed, 3 to 16 rows of A "
       "against a B with contiguous columns of at most 8192 columns and 8192 rows (4096 columns "
       "from 9 rows on; gemv keeps two rows and small weights), and up to 32 rows where wgmma's "

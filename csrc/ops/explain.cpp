@@ -167,6 +167,9 @@ py::dict auto_kernel(int64_t M, int64_t N, int64_t K, const std::string& dtype_n
   if (sm_count <= 0) fail(fn, "sm_count must be > 0, got " + std::to_string(sm_count));
   GemmParams p;
   p.M = M, p.N = N, p.K = K, p.dtype = parse_dtype(fn, dtype_name), p.b_stride_k = b_stride_k;
+  // Dense operands: A row-major; B K-major where b_stride_k is 1, else N-major (as dx reads a
+  // linear's weight).
+  p.a_stride_m = K, p.a_stride_k = 1, p.b_stride_n = b_stride_k == 1 ? K : 1;
   p.batch = batch;
   p.sm_count = static_cast<int>(sm_count);
   const AutoChoice choice =
@@ -201,8 +204,8 @@ void bind_plans(pybind11::module_& m) {
         "three_tf32"_a = false, "batch"_a = 1,
         "The kernel kernel='auto' takes for CUDA tensors, and why: {'kernel', 'reason'}. sm: the "
         "compute capability times 10; sm_count: its multiprocessors (default an H100's or H200's "
-        "132); b_stride_k: B's stride along K (gemv wants contiguous "
-        "columns); sm90a: whether the build has wgmma_sm90's sm_90a code; three_tf32: float32 "
+        "132); b_stride_k: B's stride along K (1: contiguous columns, a linear's weight; "
+        "otherwise B is taken as N-major with unit column stride, as dx reads that weight); sm90a: whether the build has wgmma_sm90's sm_90a code; three_tf32: float32 "
         "precision '3xtf32' (torch_gemm.set_fp32_precision); batch: bmm's products, which "
         "3xTF32's count of tiles includes.");
   m.def(
