@@ -65,7 +65,7 @@ class Case:
     "row_sum" (mm_tiled_row_sum) or "bmm" (bmm_tiled, `batch` products). a_k_major / b_k_major:
     stride 1 along K; offset: elements before each operand's data (1 leaves it 2 or 4 bytes off
     the 16 bytes TMA needs). expect: the plan's fields for this call (wgmma_sm90: sm90_plan's
-    keys; decode_sm80: "token_tiles" and "splits_k")."""
+    keys; decode_sm80: "token_tiles" and "splits_k", and against an N-major B "cluster")."""
 
     path: str
     why: str
@@ -260,6 +260,16 @@ DEFAULT_CASES = (
     Case("decode tf32 8 token tiles", "float32 as tf32, 40 rows: eight 8-token tiles, K = 1028 "
          "ends in a part chunk of one vector a lane",
          "decode_sm80", 40, 1024, 1028, dtype="float32", expect={"token_tiles": 8}),
+    Case("decode N-major cluster of 4", "8 rows against an N-major 4096x2048 weight (dx): 32 "
+         "blocks of 64 columns, K split in a cluster of 4 (128 blocks, one an SM), the sums "
+         "through distributed shared memory (auto takes decode_sm80)",
+         "decode_sm80", 8, 2048, 4096, b_k_major=False,
+         expect={"auto": "decode_sm80", "token_tiles": 1, "cluster": 4}),
+    Case("decode N-major edges", "13 rows (two token tiles) against an N-major 1000x520 weight: "
+         "9 blocks, the last with 8 of its 64 columns; K = 1000 ends inside a 32-row chunk, split "
+         "in 2 (kernel= only: auto takes wgmma for K under 1024)",
+         "decode_sm80", 13, 520, 1000, b_k_major=False,
+         expect={"auto": "wgmma_sm90", "token_tiles": 2, "cluster": 2}),
     Case("gemv", "1 row against a small weight (N·K < 2^24): auto's gemv",
          "gemv", 1, 1000, 1000, expect={"auto": "gemv"}),
     Case("multistage split-K", "float32, 64 rows: 2 small tiles and 128 k-tiles, split 8 ways "
@@ -362,7 +372,8 @@ def on_gpu(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
 def plan(case: Case, env: dict, sm_count: int = PLAN_SM_COUNT) -> dict:
     """What the plans say about the case on a GPU of sm_count SMs under env: sm90_plan's answer
     for wgmma_sm90; for the other kernels the kernel auto picks and decode's token tiles and
-    whether decode_sm80 splits K (auto leaves such decode calls to wgmma_sm90 on sm_90)."""
+    whether decode_sm80 splits K (auto leaves such decode calls to wgmma_sm90 on sm_90), or
+    against an N-major B its cluster."""
     a, b, bias = operands(case)
     if case.kernel == "wgmma_sm90_3xtf32":
         # explain's plan of the TF32 product over the split operands (overrides from os.environ:
@@ -385,8 +396,14 @@ def plan(case: Case, env: dict, sm_count: int = PLAN_SM_COUNT) -> dict:
     if case.kernel == "decode_sm80":
         # decode_plan.cpp: one 8-token tile up to 8 rows, 2 up to 16, 4 up to 32, else 8.
         answer["token_tiles"] = next(t for t in (1, 2, 4, 8) if case.M <= 8 * t or t == 8)
-        if case.M <= 16 and case.dtype != "float32":  # auto's 16-bit decode rule reads the split
+        if case.M <= 16 and case.dtype != "float32" and case.b_k_major:  # auto's 16-bit decode rule reads the split
             answer["splits_k"] = answer["auto"] == "wgmma_sm90"
+        n_major = torch_gemm._C.decode_n_major_plan(
+            case.M, case.N, case.K, dtype=case.dtype, sm_count=sm_count, batch=case.batch,
+            cluster=int(env["TORCH_GEMM_DECODE_CLUSTER"]) if "TORCH_GEMM_DECODE_CLUSTER" in env else None,
+            a_strides=list(a.stride()), b_strides=list(b.stride()))
+        if n_major is not None:
+            answer["cluster"] = n_major["cluster"]
     return answer
 
 

@@ -53,7 +53,8 @@ def test_bias_through_linear(M, N, K):
     assert_close_to_reference(out, x, w.t(), bias)
 
 
-@pytest.mark.parametrize("case", ["odd_k", "a_transposed", "b_row_major_odd_n", "b_row_major_17_rows", "offset"])
+@pytest.mark.parametrize("case", ["odd_k", "a_transposed", "offset", "b_row_major_odd_n", "b_row_major_17_rows",
+                                  "b_row_major_a_transposed", "b_row_major_offset"])
 def test_layouts_that_fall_back_to_gemv(case):
     """Operands that are not contiguous, aligned 16-byte vectors along K (or, for an N-major B, up
     to 16 rows of A against B's rows in such vectors) are computed by gemv."""
@@ -66,12 +67,15 @@ def test_layouts_that_fall_back_to_gemv(case):
         M = 17
     x, w = randn((M, K), torch.bfloat16, "cuda", gen), randn((N, K), torch.bfloat16, "cuda", gen)
     a, b = x, w.t()
-    if case == "a_transposed":
-        a = x.t().contiguous().t()
-    elif case.startswith("b_row_major"):
+    if case.startswith("b_row_major"):
         b = w.t().contiguous()
+    if case.endswith("a_transposed"):
+        a = x.t().contiguous().t()
     elif case == "offset":
         a = randn((M, K + 1), torch.bfloat16, "cuda", gen)[:, 1:]
+    elif case == "b_row_major_offset":  # rows 97 elements apart, 2 bytes off 16
+        b = randn((K, N + 1), torch.bfloat16, "cuda", gen)[:, 1:]
+    assert torch_gemm.explain(a, b, kernel="decode_sm80")["plan"] is None  # not the N-major kernel
     with poisoned_outputs():
         out = torch_gemm.mm_tiled(a, b, kernel="decode_sm80")
     assert_close_to_reference(out, a, b)
@@ -80,7 +84,7 @@ def test_layouts_that_fall_back_to_gemv(case):
 # dx = dy·W: B is the (out, in) weight read as (K, N) with unit column stride. One and two token
 # tiles and tokens past M, columns past N in a block's 64, K's tail inside a 32-row chunk, one warp
 # of eight with chunks, a K long enough for every split; on sm_90 the plan's cluster and every
-# forced cluster size (TORCH_GEMM_DECODE_SPLITS) add the blocks' sums in the same order each run.
+# forced cluster size (TORCH_GEMM_DECODE_CLUSTER) add the blocks' sums in the same order each run.
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("M, N, K", [
     (1, 4096, 4096), (2, 8, 8), (5, 72, 40), (8, 1000, 4104), (9, 64, 32), (16, 2048, 28672),
@@ -91,11 +95,15 @@ def test_n_major_weight(M, N, K, dtype, monkeypatch):
     gen = generator("cuda", "decode-n-major", M, N, K)
     g, w = randn((M, K), dtype, "cuda", gen), randn((K, N), dtype, "cuda", gen)
     bias = randn((N,), dtype, "cuda", gen)
-    for splits in (None, 1, 2, 4, 8):
-        if splits is None:
-            monkeypatch.delenv("TORCH_GEMM_DECODE_SPLITS", raising=False)
+    for cluster in (None, 1, 2, 4, 8):
+        if cluster is None:
+            monkeypatch.delenv("TORCH_GEMM_DECODE_CLUSTER", raising=False)
         else:
-            monkeypatch.setenv("TORCH_GEMM_DECODE_SPLITS", str(splits))
+            monkeypatch.setenv("TORCH_GEMM_DECODE_CLUSTER", str(cluster))
+        plan = torch_gemm.explain(g, w, kernel="decode_sm80")["plan"]
+        assert plan is not None, "the N-major kernel's layout, not gemv's"
+        if torch.cuda.get_device_capability() == (9, 0) and cluster is not None:
+            assert plan["cluster"] <= cluster
         with poisoned_outputs():
             out = torch_gemm.mm_tiled(g, w, kernel="decode_sm80")
             assert_close_to_reference(out, g, w)
@@ -110,6 +118,7 @@ def test_n_major_weight_batched_and_strided():
     gen = generator("cuda", "decode-n-major-bmm")
     g = randn((3, 6, 2048), torch.bfloat16, "cuda", gen)
     w = randn((3, 2048, 1032), torch.bfloat16, "cuda", gen)[:, :, :1024]
+    assert torch_gemm.explain(g, w, kernel="decode_sm80")["plan"] is not None
     out = torch_gemm.bmm_tiled(g, w, kernel="decode_sm80")
     for z in range(3):
         assert_close_to_reference(out[z], g[z], w[z])

@@ -1121,3 +1121,61 @@ def test_explain_bad_arguments():
         with pytest.raises(error) as raised:
             call()
         assert words in str(raised.value), (words, str(raised.value))
+
+
+# ---- decode_sm80 against an N-major weight (dx): its layout, cluster and auto's choice.
+
+def n_major(M, N, K, **kw):
+    return _C.decode_n_major_plan(M, N, K, dtype=kw.pop("dtype", BF16), **kw)
+
+
+@pytest.mark.parametrize("M, N, K, blocks, cluster, token_tiles", [
+    (16, 4096, 28672, 64, 2, 2),   # 64 blocks: a cluster of 2 keeps them one an SM (128)
+    (1, 2048, 4096, 32, 4, 1),     # 32: 4 (128)
+    (8, 5120, 8192, 80, 1, 1),     # 80: one an SM already, a second would make 160
+    (9, 8192, 28672, 128, 1, 2),
+    (4, 520, 1000, 9, 2, 1),       # 9 blocks, 32 chunks: 2 keeps two chunks a warp, 4 would not
+    (4, 520, 8192, 9, 8, 1),       # 256 chunks: the most, 8
+])
+def test_n_major_plan(M, N, K, blocks, cluster, token_tiles):
+    p = n_major(M, N, K)
+    assert (p["blocks"], p["cluster"], p["token_tiles"]) == (blocks, cluster, token_tiles)
+    assert p["chunks_per_split"] == -(-(-(-K // 32)) // cluster)
+    assert n_major(M, N, K, clusters=False)["cluster"] == 1  # no clusters (before sm_90): unsplit
+
+
+def test_n_major_plan_forced_cluster():
+    assert n_major(8, 2048, 4096, cluster=8)["cluster"] == 8
+    assert n_major(8, 2048, 4096, cluster=3)["cluster"] == 2   # a power of two
+    assert n_major(8, 2048, 4096, cluster=64)["cluster"] == 8  # the portable cluster size
+    assert n_major(8, 2048, 1000, cluster=8)["cluster"] == 2   # two chunks a warp
+    assert n_major(8, 2048, 4096, cluster=8, clusters=False)["cluster"] == 1
+
+
+@pytest.mark.parametrize("why, kw", [
+    ("17 rows", dict(M=17)),
+    ("float32", dict(dtype="float32")),
+    ("N not whole vectors", dict(N=100)),
+    ("K not whole vectors", dict(K=1004)),
+    ("A column-major", dict(a_strides=[1, 8])),
+    ("B K-major", dict(b_strides=[1, 4096])),
+    ("B's rows 2 bytes off", dict(b_address=258)),
+    ("A's rows not whole vectors apart", dict(a_strides=[4100, 1])),
+])
+def test_n_major_layout_refused(why, kw):
+    shape = dict(M=8, N=2048, K=4096)
+    shape.update({k: kw.pop(k) for k in ("M", "N", "K") if k in kw})
+    assert n_major(shape["M"], shape["N"], shape["K"], **kw) is None, why
+    if "b_strides" not in kw:  # (a K-major B is the other decode kernel's)
+        choice = _C.auto_kernel(shape["M"], shape["N"], shape["K"], dtype=kw.get("dtype", BF16), sm=90,
+                                b_stride_k=shape["N"], a_strides=kw.get("a_strides"),
+                                b_address=kw.get("b_address", 0))
+        assert choice["kernel"] != "decode_sm80", why
+
+
+def test_n_major_preferred_by_auto():
+    assert n_major(16, 4096, 4096)["preferred"]
+    assert not n_major(16, 4096, 1016)["preferred"]          # too short a K
+    assert not n_major(16, 8512, 4096)["preferred"]          # 133 blocks on 132 SMs
+    assert n_major(16, 8512, 4096, sm_count=144)["preferred"]
+    assert not n_major(4, 2048, 4096, batch=5)["preferred"]  # 160 blocks over the batch

@@ -33,7 +33,8 @@ REQUIRED_PATHS = {
     "3xtf32 batched",
     "decode 1 token tile unsplit", "decode 1 token tile split", "decode 2 token tiles unsplit",
     "decode 2 token tiles split", "decode 4 token tiles", "decode 8 token tiles", "decode tf32 split",
-    "decode tf32 4 token tiles", "decode tf32 8 token tiles", "gemv", "multistage split-K",
+    "decode tf32 4 token tiles", "decode tf32 8 token tiles", "decode N-major cluster of 4",
+    "decode N-major edges", "gemv", "multistage split-K",
 }
 
 

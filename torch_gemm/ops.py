@@ -201,7 +201,9 @@ def explain(
     if kernel == "auto":
         choice = _C.auto_kernel(M, N, K, dtype=_torch_dtype_name(dtype), sm=sm, sm_count=sm_count,
                                 b_stride_k=b_sk, allow_tf32=bool(allow_tf32), sm90a=with_sm90a,
-                                three_tf32=_C.get_fp32_precision() == "3xtf32", batch=batch)
+                                three_tf32=_C.get_fp32_precision() == "3xtf32", batch=batch,
+                                a_strides=list(a.stride()), b_strides=list(b.stride()),
+                                a_address=_address(a), b_address=_address(b))
         answer.update(kernel=choice["kernel"], reason=choice["reason"])
     else:
         name = _ALIASES.get(kernel, kernel)
@@ -217,6 +219,14 @@ def explain(
         answer["plan"] = _C.sm90_plan(M, N, K, sm_count=sm_count, batch=batch, dtype="float32",
                                       bias=bias is not None, max_active_clusters=max_active_clusters,
                                       three_tf32=True, **env)
+    if answer["kernel"] == "decode_sm80":
+        # Against an N-major weight (dx): its 64-column blocks and the cluster splitting K (None
+        # for the K-major kernel, whose plan is not exposed).
+        answer["plan"] = _C.decode_n_major_plan(
+            M, N, K, dtype=_torch_dtype_name(dtype), sm_count=sm_count, batch=batch,
+            clusters=sm == 90 and with_sm90a,
+            cluster=_decode_cluster_override(), a_strides=list(a.stride()), b_strides=list(b.stride()),
+            a_address=_address(a), b_address=_address(b))
     if answer["kernel"] == "wgmma_sm90":
         if dtype not in (torch.bfloat16, torch.float16, torch.float32):
             raise ValueError(f"{fn}: kernel 'wgmma_sm90' does not support dtype {_c10_name(dtype)} "
@@ -230,6 +240,18 @@ def explain(
             b_address=_address(b), bias=bias is not None, row_sum=row_sum,
             max_active_clusters=max_active_clusters, **env)
     return answer
+
+
+def _decode_cluster_override() -> Optional[int]:
+    """TORCH_GEMM_DECODE_CLUSTER as the launcher reads it (atoi; unset or not positive: None)."""
+    value = os.environ.get("TORCH_GEMM_DECODE_CLUSTER")
+    if value is None:
+        return None
+    digits = value.strip()
+    sign = -1 if digits.startswith("-") else 1
+    digits = digits.lstrip("+-")
+    number = int(digits[:len(digits) - len(digits.lstrip("0123456789"))] or 0) * sign
+    return number if number > 0 else None
 
 
 def _torch_dtype_name(dtype: torch.dtype) -> str:

@@ -92,12 +92,13 @@ bool decode_n_major_layout(const GemmParams& p) {
   if (p.M < 1 || p.M > NCfg::kMaxRows || p.K < 1) return false;
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % NCfg::kVectorBytes == 0; };
   const auto stride_ok = [](int64_t stride, int64_t extent) { return extent <= 1 || stride % NCfg::kVec == 0; };
-  return p.K % NCfg::kVec == 0 && p.N % NCfg::kVec == 0 && (p.a_stride_k == 1 || p.K <= 1) &&
-         (p.b_stride_n == 1 || p.N <= 1) && aligned(p.a) && aligned(p.b) && stride_ok(p.a_stride_m, p.M) &&
-         stride_ok(p.b_stride_k, p.K) && stride_ok(p.a_stride_batch, p.batch) && stride_ok(p.b_stride_batch, p.batch);
+  // K and N whole vectors (so at least 8 each): A unit-stride along K, B along N.
+  return p.K % NCfg::kVec == 0 && p.N % NCfg::kVec == 0 && p.a_stride_k == 1 && p.b_stride_n == 1 &&
+         aligned(p.a) && aligned(p.b) && stride_ok(p.a_stride_m, p.M) && p.b_stride_k % NCfg::kVec == 0 &&
+         stride_ok(p.a_stride_batch, p.batch) && stride_ok(p.b_stride_batch, p.batch);
 }
 
-DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clusters, int forced_splits) {
+DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clusters, int forced_cluster) {
   using NCfg = DecodeNMajorConfig;
   DecodeNMajorPlan plan;
   plan.token_tiles = p.M <= 8 ? 1 : 2;
@@ -112,8 +113,8 @@ DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clus
   const auto keeps_chunks = [&](int splits) {
     return chunks >= int64_t{splits} * NCfg::kWarps * kMinChunksPerWarp;
   };
-  if (clusters && forced_splits > 0) {
-    while (plan.splits * 2 <= std::min(forced_splits, NCfg::kMaxSplits)) plan.splits *= 2;
+  if (clusters && forced_cluster > 0) {
+    while (plan.splits * 2 <= std::min(forced_cluster, NCfg::kMaxSplits)) plan.splits *= 2;
     while (plan.splits > 1 && !keeps_chunks(plan.splits)) plan.splits /= 2;
   } else if (clusters) {
     while (plan.splits < NCfg::kMaxSplits && plan.blocks_x * batch * plan.splits * 2 <= sms &&

@@ -47,6 +47,8 @@ DecodePlan plan_decode(const GemmParams& p, int64_t sms);
 struct DecodeNMajorConfig {
   static constexpr int kThreads = 256;
   static constexpr int kWarps = kThreads / 32;
+  // Two blocks' registers an SM (at most 128 a thread): the plan keeps one block an SM where it
+  // splits K, but more column blocks than SMs run two at a time.
   static constexpr int kMinBlocksPerSm = 2;
   static constexpr int kColumns = 64;    // columns of C a block: 8 lane groups × 8 elements
   static constexpr int kChunk = 32;      // K a chunk: 4 lanes × 8 rows
@@ -76,9 +78,9 @@ bool decode_n_major_layout(const GemmParams& p);
 bool decode_n_major_preferred(const GemmParams& p, int64_t sms);
 
 // The plan of p (decode_n_major_layout) on `sms` multiprocessors; `clusters`: the
-// device launches clusters (sm_90), without which K is not split across blocks. forced_splits
-// (TORCH_GEMM_DECODE_SPLITS, for tuning; 0: none) replaces the rule's split, halved until every
-// warp keeps a chunk.
-DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clusters, int forced_splits = 0);
+// device launches clusters (sm_90), without which K is not split across blocks. forced_cluster
+// (TORCH_GEMM_DECODE_CLUSTER, for tuning; 0: none) replaces the rule's cluster size, rounded down
+// to a power of two up to 8 and halved until every warp keeps two chunks.
+DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clusters, int forced_cluster = 0);
 
 }  // namespace torch_gemm

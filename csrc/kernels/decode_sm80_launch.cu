@@ -43,22 +43,22 @@ bool vector_loads(const GemmParams& p) {
   }
 }
 
-// TORCH_GEMM_DECODE_SPLITS: the N-major kernel's cluster size, forced (tuning; unset: the plan's).
-int forced_n_major_splits() {
-  const char* value = std::getenv("TORCH_GEMM_DECODE_SPLITS");
+// TORCH_GEMM_DECODE_CLUSTER: the N-major kernel's cluster size, forced (tuning; unset: the plan's).
+// Read per launch, not once per process as wgmma's overrides are, so that one process can time
+// every size against the others: a getenv costs far less than the launch.
+int forced_n_major_cluster() {
+  const char* value = std::getenv("TORCH_GEMM_DECODE_CLUSTER");
   return value == nullptr ? 0 : std::max(std::atoi(value), 0);
 }
 
 template <typename T, int kTokenTiles>
 LaunchStatus launch_n_major(const GemmParams& p, const DecodeNMajorPlan& plan, cudaStream_t stream) {
   return for_each_batch_chunk(p, kMaxGridZ, [&](const GemmParams& chunk) {
-    GemmParams q = chunk;
-    q.workspace = nullptr;  // the kernel stores C itself
     const dim3 grid(static_cast<unsigned>(plan.blocks_x), static_cast<unsigned>(plan.splits),
                     static_cast<unsigned>(chunk.batch));
     const auto kernel = decode_sm80_n_major_kernel<T, kTokenTiles>;
     if (plan.splits == 1) {
-      kernel<<<grid, DecodeNMajorConfig::kThreads, 0, stream>>>(q, plan.chunks_per_split);
+      kernel<<<grid, DecodeNMajorConfig::kThreads, 0, stream>>>(chunk, plan.chunks_per_split);
       return check_launch("decode_sm80_n_major_kernel");
     }
     cudaLaunchConfig_t config = {};
@@ -72,19 +72,21 @@ LaunchStatus launch_n_major(const GemmParams& p, const DecodeNMajorPlan& plan, c
     cluster[0].val.clusterDim.z = 1;
     config.attrs = cluster;
     config.numAttrs = 1;
-    return check_call(cudaLaunchKernelEx(&config, kernel, q, plan.chunks_per_split),
+    return check_call(cudaLaunchKernelEx(&config, kernel, chunk, plan.chunks_per_split),
                       "cudaLaunchKernelEx of decode_sm80_n_major_kernel (a cluster of K's splits)");
   });
 }
 
 template <typename T>
 LaunchStatus launch_n_major_tiles(const GemmParams& p, cudaStream_t stream) {
+  // The kernel's cluster code is in its sm_90 image, which a build with sm_90a code runs on 9.0
+  // (elsewhere, as from a JIT-compiled compute_80 image on a later GPU, it would trap).
 #ifdef TORCH_GEMM_WITH_SM90A
-  const bool clusters = current_compute_capability() >= 90;  // the kernel's cluster code is sm_90's
+  const bool clusters = current_compute_capability() == 90;
 #else
   const bool clusters = false;
 #endif
-  const DecodeNMajorPlan plan = plan_decode_n_major(p, sm_count_of(p), clusters, forced_n_major_splits());
+  const DecodeNMajorPlan plan = plan_decode_n_major(p, sm_count_of(p), clusters, forced_n_major_cluster());
   if (plan.blocks_x > kMaxGridX) return refuse("N past the grid's reach");
   return plan.token_tiles == 1 ? launch_n_major<T, 1>(p, plan, stream) : launch_n_major<T, 2>(p, plan, stream);
 }
@@ -148,6 +150,7 @@ LaunchStatus launch_gemm_decode_sm80(const GemmParams& params, cudaStream_t stre
 
 int64_t gemm_decode_sm80_workspace_bytes(const GemmParams& params) {
   if (params.M == 0 || params.N == 0 || params.batch == 0 || params.K == 0 || !mma_dtype(params)) return 0;
+  if (decode_n_major_layout(params)) return 0;  // its cluster adds the split's sums
   if (!vector_loads(params)) return 0;  // gemv runs it, without a workspace
   const DecodePlan plan = plan_decode(params, sm_count_of(params));
   if (plan.splits == 1) return 0;

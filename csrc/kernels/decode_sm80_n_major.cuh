@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/decode_plan.h"
+#include "kernels/grid.cuh"
 #include "kernels/mma_sync.cuh"
 #include "kernels/numeric.cuh"
 

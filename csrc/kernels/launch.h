@@ -39,8 +39,10 @@ LaunchStatus launch_gemm_gemv(const GemmParams& params, cudaStream_t stream);
 
 // Decode on the tensor cores (mma.sync, sm_80+): a few tokens against a linear's weight streamed
 // once, Cᵀ = W·Aᵀ; K split across blocks where the columns are few, the partial sums in
-// gemm_decode_sm80_workspace_bytes of workspace. bf16/fp16 whose operands are contiguous 16-byte
-// vectors along K; other layouts (and dtypes) run on gemv.
+// gemm_decode_sm80_workspace_bytes of workspace. bf16/fp16 (and float32 as tf32) whose operands
+// are contiguous 16-byte vectors along K; bf16/fp16 up to 16 tokens against an N-major weight
+// whose rows are such vectors (dx), K split in a cluster on sm_90, no workspace; other layouts
+// (and dtypes) run on gemv.
 LaunchStatus launch_gemm_decode_sm80(const GemmParams& params, cudaStream_t stream);
 int64_t gemm_decode_sm80_workspace_bytes(const GemmParams& params);
 

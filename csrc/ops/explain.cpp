@@ -1,15 +1,18 @@
-// The plans behind kernel="auto" and wgmma_sm90 as Python functions of the torch_gemm._C module
-// (torch_gemm.explain calls them): pure functions of shapes and device facts, in every build.
+// The plans behind kernel="auto", wgmma_sm90 and decode_sm80 against an N-major weight as Python
+// functions of the torch_gemm._C module (torch_gemm.explain calls them): pure functions of shapes
+// and device facts, in every build.
 #include "ops/explain.h"
 
 #include <torch/extension.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "kernels/decode_plan.h"
 #include "kernels/sm90/heuristics.h"
 #include "ops/auto_kernel.h"
 
@@ -154,7 +157,10 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
 
 py::dict auto_kernel(int64_t M, int64_t N, int64_t K, const std::string& dtype_name, int64_t sm,
                      int64_t sm_count, int64_t b_stride_k, bool allow_tf32, bool sm90a,
-                     bool three_tf32, int64_t batch) {
+                     bool three_tf32, int64_t batch,
+                     const std::optional<std::vector<int64_t>>& a_strides,
+                     const std::optional<std::vector<int64_t>>& b_strides, int64_t a_address,
+                     int64_t b_address) {
   const char* fn = "auto_kernel";
   check_extent(fn, "M", M);
   check_extent(fn, "N", N);
@@ -166,17 +172,58 @@ py::dict auto_kernel(int64_t M, int64_t N, int64_t K, const std::string& dtype_n
   }
   if (sm_count <= 0) fail(fn, "sm_count must be > 0, got " + std::to_string(sm_count));
   GemmParams p;
-  p.M = M, p.N = N, p.K = K, p.dtype = parse_dtype(fn, dtype_name), p.b_stride_k = b_stride_k;
-  // Dense operands: A row-major; B K-major where b_stride_k is 1, else N-major (as dx reads a
-  // linear's weight).
-  p.a_stride_m = K, p.a_stride_k = 1, p.b_stride_n = b_stride_k == 1 ? K : 1;
+  p.M = M, p.N = N, p.K = K, p.dtype = parse_dtype(fn, dtype_name);
   p.batch = batch;
+  // The operands as given (tensor.stride(), data_ptr()); by default A dense row-major and B dense,
+  // K-major where b_stride_k is 1, else N-major (as dx reads a linear's weight), both aligned.
+  const Strides a = operand_strides(fn, "a_strides", a_strides, M, K, batch, false);
+  const Strides b = b_strides.has_value() || b_stride_k == 1
+                        ? operand_strides(fn, "b_strides", b_strides, K, N, batch, true)
+                        : Strides{b_stride_k, 1, batch > 1 ? K * b_stride_k : 0};
+  p.a = at_address(a_address), p.a_stride_m = a.first, p.a_stride_k = a.second;
+  p.a_stride_batch = a.batch;
+  p.b = at_address(b_address), p.b_stride_k = b.first, p.b_stride_n = b.second;
+  p.b_stride_batch = b.batch;
   p.sm_count = static_cast<int>(sm_count);
   const AutoChoice choice =
       choose_auto_kernel(p, allow_tf32, static_cast<int>(sm), sm90a, three_tf32);
   py::dict d;
   d["kernel"] = std::string(choice.kernel);
   d["reason"] = describe_auto_choice(choice.rule);
+  return d;
+}
+
+// decode_sm80's plan against an N-major B (decode_plan.h), or None where the layout is not its.
+py::object decode_n_major_plan(int64_t M, int64_t N, int64_t K, const std::string& dtype_name,
+                               int64_t sm_count, int64_t batch, bool clusters,
+                               std::optional<int64_t> cluster,
+                               const std::optional<std::vector<int64_t>>& a_strides,
+                               const std::optional<std::vector<int64_t>>& b_strides,
+                               int64_t a_address, int64_t b_address) {
+  const char* fn = "decode_n_major_plan";
+  check_extent(fn, "M", M);
+  check_extent(fn, "N", N);
+  check_extent(fn, "K", K);
+  check_extent(fn, "batch", batch);
+  if (sm_count <= 0 || sm_count > INT_MAX) fail(fn, "sm_count must be > 0, got " + std::to_string(sm_count));
+  if (cluster.has_value() && *cluster <= 0) fail(fn, "cluster must be > 0 (or None), got " + std::to_string(*cluster));
+  GemmParams p;
+  p.M = M, p.N = N, p.K = K, p.batch = batch, p.dtype = parse_dtype(fn, dtype_name);
+  const Strides a = operand_strides(fn, "a_strides", a_strides, M, K, batch, false);
+  const Strides b = operand_strides(fn, "b_strides", b_strides, K, N, batch, false);
+  p.a = at_address(a_address), p.a_stride_m = a.first, p.a_stride_k = a.second;
+  p.a_stride_batch = a.batch;
+  p.b = at_address(b_address), p.b_stride_k = b.first, p.b_stride_n = b.second;
+  p.b_stride_batch = b.batch;
+  if (!decode_n_major_layout(p)) return py::none();
+  const DecodeNMajorPlan plan =
+      plan_decode_n_major(p, sm_count, clusters, static_cast<int>(std::min<int64_t>(cluster.value_or(0), INT_MAX)));
+  py::dict d;
+  d["token_tiles"] = plan.token_tiles;
+  d["blocks"] = plan.blocks_x;
+  d["cluster"] = plan.splits;
+  d["chunks_per_split"] = plan.chunks_per_split;
+  d["preferred"] = decode_n_major_preferred(p, sm_count);
   return d;
 }
 
@@ -201,13 +248,24 @@ void bind_plans(pybind11::module_& m) {
         "inner product (float32 split into TF32 parts over 3K, on its promoted tiles).");
   m.def("auto_kernel", &auto_kernel, "M"_a, "N"_a, "K"_a, py::kw_only(), "dtype"_a, "sm"_a,
         "sm_count"_a = 132, "b_stride_k"_a = 1, "allow_tf32"_a = true, "sm90a"_a = true,
-        "three_tf32"_a = false, "batch"_a = 1,
+        "three_tf32"_a = false, "batch"_a = 1, "a_strides"_a = py::none(), "b_strides"_a = py::none(),
+        "a_address"_a = 0, "b_address"_a = 0,
         "The kernel kernel='auto' takes for CUDA tensors, and why: {'kernel', 'reason'}. sm: the "
         "compute capability times 10; sm_count: its multiprocessors (default an H100's or H200's "
         "132); b_stride_k: B's stride along K (1: contiguous columns, a linear's weight; "
         "otherwise B is taken as N-major with unit column stride, as dx reads that weight); sm90a: whether the build has wgmma_sm90's sm_90a code; three_tf32: float32 "
         "precision '3xtf32' (torch_gemm.set_fp32_precision); batch: bmm's products, which "
-        "3xTF32's count of tiles includes.");
+        "3xTF32's count of tiles includes; a_strides / b_strides: the operands' tensor.stride() "
+        "(b_strides replaces b_stride_k), a_address / b_address: their data_ptr(), for the decode "
+        "rules' 16-byte loads.");
+  m.def("decode_n_major_plan", &decode_n_major_plan, "M"_a, "N"_a, "K"_a, py::kw_only(), "dtype"_a,
+        "sm_count"_a = 132, "batch"_a = 1, "clusters"_a = true, "cluster"_a = py::none(),
+        "a_strides"_a = py::none(), "b_strides"_a = py::none(), "a_address"_a = 0, "b_address"_a = 0,
+        "decode_sm80's plan of a product against an N-major B (default: dense, A row-major, B "
+        "N-major), or None where its 16-byte loads cannot take the layout: {'token_tiles', "
+        "'blocks' (of 64 columns), 'cluster' (blocks splitting K), 'chunks_per_split' (of 32 rows), "
+        "'preferred' (whether kernel='auto' takes it on sm_90)}. clusters: the device launches "
+        "clusters (sm_90); cluster: TORCH_GEMM_DECODE_CLUSTER's value (None: unset).");
   m.def(
       "built_with_sm90a",
       [] {
