@@ -919,6 +919,7 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (16, 4096, 4096, FP16, 90, True, 4096, "decode_sm80"), # N-major B (dx): its own kernel,
     (1, 8192, 2048, BF16, 90, True, 8192, "decode_sm80"),  # 128 blocks of 64 columns: one an SM
     (16, 8448, 1024, BF16, 90, True, 8448, "decode_sm80"), # 132 blocks, the shortest K
+    (16, 5120, 1024, BF16, 90, True, 5120, "wgmma_sm90"),  # a weight under 6·2^20 elements
     (16, 8512, 1024, BF16, 90, True, 8512, "wgmma_sm90"),  # 133 blocks: more than the SMs
     (16, 4096, 1016, BF16, 90, True, 4096, "wgmma_sm90"),  # too short a K
     (17, 4096, 4096, BF16, 90, True, 4096, "wgmma_sm90"),  # past 16 rows
@@ -1130,9 +1131,11 @@ def n_major(M, N, K, **kw):
 
 
 @pytest.mark.parametrize("M, N, K, blocks, cluster, token_tiles", [
-    (16, 4096, 28672, 64, 2, 2),   # 64 blocks: a cluster of 2 keeps them one an SM (128)
-    (1, 2048, 4096, 32, 4, 1),     # 32: 4 (128)
-    (8, 5120, 8192, 80, 1, 1),     # 80: one an SM already, a second would make 160
+    (16, 4096, 28672, 64, 2, 2),   # 64 blocks: a cluster of 2 (128) keeps them within 1.5 an SM (198)
+    (1, 2048, 4096, 32, 4, 1),     # 32: 4 (128; 8 would make 256)
+    (8, 5120, 8192, 80, 2, 1),     # 80: 2 (160)
+    (8, 6144, 8192, 96, 2, 1),     # 96: 2 (192)
+    (8, 6400, 8192, 100, 1, 1),    # 100: 2 would make 200
     (9, 8192, 28672, 128, 1, 2),
     (4, 520, 1000, 9, 2, 1),       # 9 blocks, 32 chunks: 2 keeps two chunks a warp, 4 would not
     (4, 520, 8192, 9, 8, 1),       # 256 chunks: the most, 8
@@ -1176,6 +1179,8 @@ def test_n_major_layout_refused(why, kw):
 def test_n_major_preferred_by_auto():
     assert n_major(16, 4096, 4096)["preferred"]
     assert not n_major(16, 4096, 1016)["preferred"]          # too short a K
+    assert not n_major(16, 5120, 1024)["preferred"]          # 5·2^20 elements: too small a weight
+    assert n_major(16, 3072, 2048)["preferred"]              # 6·2^20
     assert not n_major(16, 8512, 4096)["preferred"]          # 133 blocks on 132 SMs
     assert n_major(16, 8512, 4096, sm_count=144)["preferred"]
     assert not n_major(4, 2048, 4096, batch=5)["preferred"]  # 160 blocks over the batch

@@ -30,11 +30,17 @@ constexpr int64_t kFewBlocksMinRowBytes = 10240;
 constexpr int64_t kRoundsMaxRowBytes = 16384;
 
 // kernel="auto" on sm_90 takes the N-major kernel over wgmma's 64-row tiles (decode_n_major_preferred)
-// where K has at least kNMajorMinK rows and the 64-column blocks are at most one a multiprocessor:
-// on an H100, over the models grid's dx products at 1, 8 and 16 tokens, that choice ran 1.055x
-// as fast as wgmma alone (0.969 of torch → 1.019); with a shorter K (launch-bound) and more
-// blocks than SMs (N = 28672: 3.4 an SM) wgmma's tiles were faster (benchmarks/NOTES.md, session 39).
+// where K has at least kNMajorMinK rows, the weight at least kNMajorMinWeight elements and the
+// 64-column blocks are at most one a multiprocessor: over the models grid's dx products at 1, 8
+// and 16 tokens that choice ran 1.049x as fast as wgmma alone on an H100 (0.965 of torch →
+// 1.013), and at 1 and 16 tokens 1.104x on an H200 (0.894 → 0.987). With a shorter K or a
+// smaller weight (launch-bound, 8–14 µs: 2048–5120 columns against 1024 rows, 2048–2560 against
+// 2048) and more blocks than SMs (N = 28672: 3.4 an SM) wgmma's tiles were as fast or faster
+// (benchmarks/NOTES.md, session 39).
 constexpr int64_t kNMajorMinK = 1024;
+// The N-major kernel's clusters: blocks at most this many halves a multiprocessor (1.5).
+constexpr int64_t kMaxBlocksPerSmHalves = 3;
+constexpr int64_t kNMajorMinWeight = int64_t{6} << 20;
 
 double round_efficiency(int64_t blocks, int64_t slots) {
   const double rounds = static_cast<double>(blocks) / static_cast<double>(slots);
@@ -105,11 +111,13 @@ DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clus
   plan.blocks_x = ceil_div(p.N, int64_t{NCfg::kColumns});
   const int64_t chunks = ceil_div(p.K, int64_t{NCfg::kChunk});
   const int64_t batch = std::max<int64_t>(std::min<int64_t>(p.batch, kMaxGridZ), 1);
-  // K split in a cluster while the blocks stay at most one a multiprocessor: at 1 to 16 tokens
-  // against dx's weights a second block an SM streamed slower (on an H100 N = 4096 at K = 28672:
-  // 256 blocks 114.6 µs, 128 blocks 95.3; N = 5120: 80 blocks unsplit fastest, 160 and more
-  // 7-12% slower; benchmarks/NOTES.md, session 39), keeping kMinChunksPerWarp chunks for each
-  // warp of each block.
+  // K split in a cluster while the blocks stay at most 1.5 a multiprocessor (kMaxBlocksPerSmHalves),
+  // keeping kMinChunksPerWarp chunks for each warp of each block. The fastest cluster size per
+  // product, against dx's weights at 1–16 tokens, was at most one block an SM on an H100 (N =
+  // 4096 at K = 28672: 128 blocks 95.3 µs, 256 blocks 114.6) and more on an H200 (N = 5120 at K =
+  // 28672: 160 blocks 90.5 µs, 80 blocks 117.8). Under auto's rule, 1.5 an SM came to 1.013 of
+  // torch on the H100 (one an SM: 1.019) and 0.987 on the H200 (one an SM: 0.953), re-scored
+  // from the times of every cluster size (benchmarks/NOTES.md, session 39).
   const auto keeps_chunks = [&](int splits) {
     return chunks >= int64_t{splits} * NCfg::kWarps * kMinChunksPerWarp;
   };
@@ -117,7 +125,8 @@ DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clus
     while (plan.splits * 2 <= std::min(forced_cluster, NCfg::kMaxSplits)) plan.splits *= 2;
     while (plan.splits > 1 && !keeps_chunks(plan.splits)) plan.splits /= 2;
   } else if (clusters) {
-    while (plan.splits < NCfg::kMaxSplits && plan.blocks_x * batch * plan.splits * 2 <= sms &&
+    while (plan.splits < NCfg::kMaxSplits &&
+           2 * plan.blocks_x * batch * (plan.splits * 2) <= kMaxBlocksPerSmHalves * sms &&
            keeps_chunks(plan.splits * 2)) {
       plan.splits *= 2;
     }
@@ -128,7 +137,7 @@ DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clus
 
 bool decode_n_major_preferred(const GemmParams& p, int64_t sms) {
   const int64_t batch = std::max<int64_t>(std::min<int64_t>(p.batch, kMaxGridZ), 1);
-  return decode_n_major_layout(p) && p.K >= kNMajorMinK &&
+  return decode_n_major_layout(p) && p.K >= kNMajorMinK && p.N * p.K >= kNMajorMinWeight &&
          ceil_div(p.N, int64_t{DecodeNMajorConfig::kColumns}) * batch <= sms;
 }
 

@@ -47,8 +47,8 @@ DecodePlan plan_decode(const GemmParams& p, int64_t sms);
 struct DecodeNMajorConfig {
   static constexpr int kThreads = 256;
   static constexpr int kWarps = kThreads / 32;
-  // Two blocks' registers an SM (at most 128 a thread): the plan keeps one block an SM where it
-  // splits K, but more column blocks than SMs run two at a time.
+  // Two blocks' registers an SM (at most 128 a thread): the plan's clusters make at most 1.5
+  // blocks an SM, and more column blocks than SMs run two at a time.
   static constexpr int kMinBlocksPerSm = 2;
   static constexpr int kColumns = 64;    // columns of C a block: 8 lane groups × 8 elements
   static constexpr int kChunk = 32;      // K a chunk: 4 lanes × 8 rows
@@ -74,7 +74,8 @@ struct DecodeNMajorPlan {
 bool decode_n_major_layout(const GemmParams& p);
 
 // Whether kernel="auto" on sm_90 takes the N-major kernel for p over wgmma_sm90 (`sms`
-// multiprocessors): decode_n_major_layout, a long enough K, at most one block a multiprocessor.
+// multiprocessors): decode_n_major_layout, a long enough K and a large enough weight, at most one
+// block a multiprocessor.
 bool decode_n_major_preferred(const GemmParams& p, int64_t sms);
 
 // The plan of p (decode_n_major_layout) on `sms` multiprocessors; `clusters`: the
