@@ -33,7 +33,8 @@ constexpr int64_t kRoundsMaxRowBytes = 16384;
 // where K has at least kNMajorMinK rows, the weight at least kNMajorMinWeight elements and the
 // 64-column blocks are at most one a multiprocessor: over the models grid's dx products at 1, 8
 // and 16 tokens that choice ran 1.049x as fast as wgmma alone on an H100 (0.965 of torch →
-// 1.013), and at 1 and 16 tokens 1.104x on an H200 (0.894 → 0.987). With a shorter K or a
+// 1.013, one run), and on an H200 came to 0.976 of torch where wgmma's record has 0.946 (the
+// products it takes: 0.994 against 0.943). With a shorter K or a
 // smaller weight (launch-bound, 8–14 µs: 2048–5120 columns against 1024 rows, 2048–2560 against
 // 2048) and more blocks than SMs (N = 28672: 3.4 an SM) wgmma's tiles were as fast or faster
 // (benchmarks/NOTES.md, session 39).
@@ -116,8 +117,8 @@ DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clus
   // product, against dx's weights at 1–16 tokens, was at most one block an SM on an H100 (N =
   // 4096 at K = 28672: 128 blocks 95.3 µs, 256 blocks 114.6) and more on an H200 (N = 5120 at K =
   // 28672: 160 blocks 90.5 µs, 80 blocks 117.8). Under auto's rule, 1.5 an SM came to 1.013 of
-  // torch on the H100 (one an SM: 1.019) and 0.987 on the H200 (one an SM: 0.953), re-scored
-  // from the times of every cluster size (benchmarks/NOTES.md, session 39).
+  // torch on the H100 (one an SM: 1.019) and 0.976 on the H200 (one an SM: 0.947), scored from
+  // the times of every cluster size in one run each (benchmarks/NOTES.md, session 39).
   const auto keeps_chunks = [&](int splits) {
     return chunks >= int64_t{splits} * NCfg::kWarps * kMinChunksPerWarp;
   };
