@@ -53,10 +53,14 @@ def fill_band(fill: float) -> str:
 
 
 def plan_label(explained: dict, sms: int) -> str:
-    """The kernel, and for wgmma_sm90 its tile, split, pairs, stream-K and the first round's fill."""
+    """The kernel, and for wgmma_sm90 its tile, split, pairs, stream-K and the first round's fill;
+    for decode_sm80 against an N-major weight its cluster and blocks."""
     plan = explained.get("plan")
     if not plan:
         return explained["kernel"]
+    if explained["kernel"] == "decode_sm80":
+        blocks = plan["blocks"] * plan["cluster"]
+        return f"decode_sm80, N-major, cluster {plan['cluster']}, {blocks} blocks"
     tile = "x".join(map(str, plan["tile"]))
     parts = [explained["kernel"], tile]
     if plan["split_k"] > 1:

@@ -134,8 +134,11 @@ def explain(
         cluster, split_k (and split_groups), stream_k (and stream_k_turns), each operand's
         ``k_major`` and ``repack``, C's ``store`` (``"tma"``, ``"tma_transposed"`` or
         ``"registers"``), ``transposed``, ``row_sum``, the tiles, turns, resident clusters, grid and
-        workspace bytes, and under ``"why"`` a sentence per decision. The environment's
-        ``TORCH_GEMM_WGMMA_*`` overrides are read as the launcher reads them.
+        workspace bytes, and under ``"why"`` a sentence per decision; and for ``decode_sm80``
+        against an N-major ``b`` (dx against a linear's weight), where ``torch_gemm._C.
+        decode_n_major_plan`` answers: its token tiles, 64-column blocks, the cluster splitting K
+        and whether ``auto`` prefers it. The environment's ``TORCH_GEMM_WGMMA_*`` and
+        ``TORCH_GEMM_DECODE_CLUSTER`` overrides are read as the launchers read them.
     """
     fn = "torch_gemm.explain"
     for name, t in (("a", a), ("b", b)):
