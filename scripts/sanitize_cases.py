@@ -400,7 +400,7 @@ def plan(case: Case, env: dict, sm_count: int = PLAN_SM_COUNT) -> dict:
             answer["splits_k"] = answer["auto"] == "wgmma_sm90"
         n_major = torch_gemm._C.decode_n_major_plan(
             case.M, case.N, case.K, dtype=case.dtype, sm_count=sm_count, batch=case.batch,
-            cluster=int(env["TORCH_GEMM_DECODE_CLUSTER"]) if "TORCH_GEMM_DECODE_CLUSTER" in env else None,
+            cluster=env.get("TORCH_GEMM_DECODE_CLUSTER"),
             a_strides=list(a.stride()), b_strides=list(b.stride()))
         if n_major is not None:
             answer["cluster"] = n_major["cluster"]

@@ -1148,11 +1148,11 @@ def test_n_major_plan(M, N, K, blocks, cluster, token_tiles):
 
 
 def test_n_major_plan_forced_cluster():
-    assert n_major(8, 2048, 4096, cluster=8)["cluster"] == 8
-    assert n_major(8, 2048, 4096, cluster=3)["cluster"] == 2   # a power of two
-    assert n_major(8, 2048, 4096, cluster=64)["cluster"] == 8  # the portable cluster size
-    assert n_major(8, 2048, 1000, cluster=8)["cluster"] == 2   # two chunks a warp
-    assert n_major(8, 2048, 4096, cluster=8, clusters=False)["cluster"] == 1
+    assert n_major(8, 2048, 4096, cluster="8")["cluster"] == 8
+    assert n_major(8, 2048, 4096, cluster="3")["cluster"] == 2   # a power of two
+    assert n_major(8, 2048, 4096, cluster="64")["cluster"] == 8  # the portable cluster size
+    assert n_major(8, 2048, 1000, cluster="8")["cluster"] == 2   # two chunks a warp
+    assert n_major(8, 2048, 4096, cluster="8", clusters=False)["cluster"] == 1
 
 
 @pytest.mark.parametrize("why, kw", [

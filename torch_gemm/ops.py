@@ -228,7 +228,7 @@ def explain(
         answer["plan"] = _C.decode_n_major_plan(
             M, N, K, dtype=_torch_dtype_name(dtype), sm_count=sm_count, batch=batch,
             clusters=sm == 90 and with_sm90a,
-            cluster=_decode_cluster_override(), a_strides=list(a.stride()), b_strides=list(b.stride()),
+            cluster=os.environ.get("TORCH_GEMM_DECODE_CLUSTER"), a_strides=list(a.stride()), b_strides=list(b.stride()),
             a_address=_address(a), b_address=_address(b))
     if answer["kernel"] == "wgmma_sm90":
         if dtype not in (torch.bfloat16, torch.float16, torch.float32):
@@ -243,18 +243,6 @@ def explain(
             b_address=_address(b), bias=bias is not None, row_sum=row_sum,
             max_active_clusters=max_active_clusters, **env)
     return answer
-
-
-def _decode_cluster_override() -> Optional[int]:
-    """TORCH_GEMM_DECODE_CLUSTER as the launcher reads it (atoi; unset or not positive: None)."""
-    value = os.environ.get("TORCH_GEMM_DECODE_CLUSTER")
-    if value is None:
-        return None
-    digits = value.strip()
-    sign = -1 if digits.startswith("-") else 1
-    digits = digits.lstrip("+-")
-    number = int(digits[:len(digits) - len(digits.lstrip("0123456789"))] or 0) * sign
-    return number if number > 0 else None
 
 
 def _torch_dtype_name(dtype: torch.dtype) -> str:

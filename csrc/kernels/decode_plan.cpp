@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 
 namespace torch_gemm {
 namespace {
@@ -43,6 +44,9 @@ constexpr int64_t kNMajorMinK = 1024;
 constexpr int64_t kMaxBlocksPerSmHalves = 3;
 constexpr int64_t kNMajorMinWeight = int64_t{6} << 20;
 
+// The batch elements one launch takes (gridDim.z), at least one.
+int64_t launch_batch(const GemmParams& p) { return std::max<int64_t>(std::min<int64_t>(p.batch, kMaxGridZ), 1); }
+
 double round_efficiency(int64_t blocks, int64_t slots) {
   const double rounds = static_cast<double>(blocks) / static_cast<double>(slots);
   return rounds / std::ceil(rounds);
@@ -76,7 +80,7 @@ DecodePlan plan_decode(const GemmParams& p, int64_t sms) {
   const int64_t groups_per_block = Cfg::kWarps / plan.warps_per_column;
   plan.blocks_x = ceil_div(ceil_div(p.N, int64_t{Cfg::kColumns}), groups_per_block);
   const int64_t chunks = ceil_div(p.K, int64_t{Cfg::chunk(dtype_size(p.dtype))});
-  const int64_t batch = std::max<int64_t>(std::min<int64_t>(p.batch, kMaxGridZ), 1);
+  const int64_t batch = launch_batch(p);
   const int64_t slots = std::max<int64_t>(sms, 1) * Cfg::kMinBlocksPerSm;
   double best_efficiency = round_efficiency(plan.blocks_x * batch, slots);
   // Split K across blocks only for one pass of tokens (the decode shapes) and where the blocks
@@ -111,7 +115,7 @@ DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clus
   plan.token_tiles = p.M <= 8 ? 1 : 2;
   plan.blocks_x = ceil_div(p.N, int64_t{NCfg::kColumns});
   const int64_t chunks = ceil_div(p.K, int64_t{NCfg::kChunk});
-  const int64_t batch = std::max<int64_t>(std::min<int64_t>(p.batch, kMaxGridZ), 1);
+  const int64_t batch = launch_batch(p);
   // K split in a cluster while the blocks stay at most 1.5 a multiprocessor (kMaxBlocksPerSmHalves),
   // keeping kMinChunksPerWarp chunks for each warp of each block. The fastest cluster size per
   // product, against dx's weights at 1–16 tokens, was at most one block an SM on an H100 (N =
@@ -137,9 +141,12 @@ DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clus
 }
 
 bool decode_n_major_preferred(const GemmParams& p, int64_t sms) {
-  const int64_t batch = std::max<int64_t>(std::min<int64_t>(p.batch, kMaxGridZ), 1);
   return decode_n_major_layout(p) && p.K >= kNMajorMinK && p.N * p.K >= kNMajorMinWeight &&
-         ceil_div(p.N, int64_t{DecodeNMajorConfig::kColumns}) * batch <= sms;
+         ceil_div(p.N, int64_t{DecodeNMajorConfig::kColumns}) * launch_batch(p) <= sms;
+}
+
+int parse_decode_cluster(const char* value) {
+  return value == nullptr ? 0 : std::max(std::atoi(value), 0);
 }
 
 }  // namespace torch_gemm

@@ -53,7 +53,7 @@ struct DecodeNMajorConfig {
   static constexpr int kColumns = 64;    // columns of C a block: 8 lane groups × 8 elements
   static constexpr int kChunk = 32;      // K a chunk: 4 lanes × 8 rows
   static constexpr int kVectorBytes = 16;
-  static constexpr int kVec = 8;         // elements a 16-byte copy
+  static constexpr int kVec = kVectorBytes / 2;  // 16-bit elements a copy
   static constexpr int kMaxRows = 16;    // tokens: one or two 8-token tiles
   static constexpr int kMaxSplits = 8;   // the portable cluster size
   // Chunks whose loads a warp issues before its mmas, as the registers allow (8 rows of B a
@@ -83,5 +83,9 @@ bool decode_n_major_preferred(const GemmParams& p, int64_t sms);
 // (TORCH_GEMM_DECODE_CLUSTER, for tuning; 0: none) replaces the rule's cluster size, rounded down
 // to a power of two up to 8 and halved until every warp keeps two chunks.
 DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clusters, int forced_cluster = 0);
+
+// TORCH_GEMM_DECODE_CLUSTER's value (null: unset) as plan_decode_n_major's forced_cluster: its
+// leading integer, 0 where that is not positive.
+int parse_decode_cluster(const char* value);
 
 }  // namespace torch_gemm

@@ -46,10 +46,7 @@ bool vector_loads(const GemmParams& p) {
 // TORCH_GEMM_DECODE_CLUSTER: the N-major kernel's cluster size, forced (tuning; unset: the plan's).
 // Read per launch, not once per process as wgmma's overrides are, so that one process can time
 // every size against the others: a getenv costs far less than the launch.
-int forced_n_major_cluster() {
-  const char* value = std::getenv("TORCH_GEMM_DECODE_CLUSTER");
-  return value == nullptr ? 0 : std::max(std::atoi(value), 0);
-}
+int forced_n_major_cluster() { return parse_decode_cluster(std::getenv("TORCH_GEMM_DECODE_CLUSTER")); }
 
 template <typename T, int kTokenTiles>
 LaunchStatus launch_n_major(const GemmParams& p, const DecodeNMajorPlan& plan, cudaStream_t stream) {
@@ -65,12 +62,12 @@ LaunchStatus launch_n_major(const GemmParams& p, const DecodeNMajorPlan& plan, c
     config.gridDim = grid;
     config.blockDim = dim3(DecodeNMajorConfig::kThreads);
     config.stream = stream;
-    cudaLaunchAttribute cluster[1];
-    cluster[0].id = cudaLaunchAttributeClusterDimension;
-    cluster[0].val.clusterDim.x = 1;
-    cluster[0].val.clusterDim.y = static_cast<unsigned>(plan.splits);
-    cluster[0].val.clusterDim.z = 1;
-    config.attrs = cluster;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1;
+    cluster.val.clusterDim.y = static_cast<unsigned>(plan.splits);
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
     config.numAttrs = 1;
     return check_call(cudaLaunchKernelEx(&config, kernel, chunk, plan.chunks_per_split),
                       "cudaLaunchKernelEx of decode_sm80_n_major_kernel (a cluster of K's splits)");

@@ -5,7 +5,6 @@
 
 #include <torch/extension.h>
 
-#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <optional>
@@ -61,6 +60,15 @@ Strides operand_strides(const char* fn, const char* arg,
            "gives them, got " + std::to_string(s.size()));
 }
 
+// p's A and B: their strides and where they start.
+void set_operands(GemmParams* p, const Strides& a, const Strides& b, int64_t a_address,
+                  int64_t b_address) {
+  p->a = at_address(a_address), p->a_stride_m = a.first, p->a_stride_k = a.second;
+  p->a_stride_batch = a.batch;
+  p->b = at_address(b_address), p->b_stride_k = b.first, p->b_stride_n = b.second;
+  p->b_stride_batch = b.batch;
+}
+
 py::dict describe_operand(const sm90::OperandPlan& op) {
   py::dict d;
   d["k_major"] = op.k_major;
@@ -98,10 +106,7 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
   p.M = M, p.N = N, p.K = K, p.batch = batch, p.dtype = dtype;
   const Strides a = operand_strides(fn, "a_strides", a_strides, M, K, batch, !a_k_major);
   const Strides b = operand_strides(fn, "b_strides", b_strides, K, N, batch, b_k_major);
-  p.a = at_address(a_address), p.a_stride_m = a.first, p.a_stride_k = a.second;
-  p.a_stride_batch = a.batch;
-  p.b = at_address(b_address), p.b_stride_k = b.first, p.b_stride_n = b.second;
-  p.b_stride_batch = b.batch;
+  set_operands(&p, a, b, a_address, b_address);
   // C as the ops allocate it: contiguous, aligned.
   p.c = const_cast<void*>(at_address(kAlignedAddress));
   p.c_stride_m = N, p.c_stride_n = 1, p.c_stride_batch = M * N;
@@ -180,10 +185,7 @@ py::dict auto_kernel(int64_t M, int64_t N, int64_t K, const std::string& dtype_n
   const Strides b = b_strides.has_value() || b_stride_k == 1
                         ? operand_strides(fn, "b_strides", b_strides, K, N, batch, true)
                         : Strides{b_stride_k, 1, batch > 1 ? K * b_stride_k : 0};
-  p.a = at_address(a_address), p.a_stride_m = a.first, p.a_stride_k = a.second;
-  p.a_stride_batch = a.batch;
-  p.b = at_address(b_address), p.b_stride_k = b.first, p.b_stride_n = b.second;
-  p.b_stride_batch = b.batch;
+  set_operands(&p, a, b, a_address, b_address);
   p.sm_count = static_cast<int>(sm_count);
   const AutoChoice choice =
       choose_auto_kernel(p, allow_tf32, static_cast<int>(sm), sm90a, three_tf32);
@@ -195,8 +197,7 @@ py::dict auto_kernel(int64_t M, int64_t N, int64_t K, const std::string& dtype_n
 
 // decode_sm80's plan against an N-major B (decode_plan.h), or None where the layout is not its.
 py::object decode_n_major_plan(int64_t M, int64_t N, int64_t K, const std::string& dtype_name,
-                               int64_t sm_count, int64_t batch, bool clusters,
-                               std::optional<int64_t> cluster,
+                               int64_t sm_count, int64_t batch, bool clusters, const char* cluster,
                                const std::optional<std::vector<int64_t>>& a_strides,
                                const std::optional<std::vector<int64_t>>& b_strides,
                                int64_t a_address, int64_t b_address) {
@@ -206,18 +207,13 @@ py::object decode_n_major_plan(int64_t M, int64_t N, int64_t K, const std::strin
   check_extent(fn, "K", K);
   check_extent(fn, "batch", batch);
   if (sm_count <= 0 || sm_count > INT_MAX) fail(fn, "sm_count must be > 0, got " + std::to_string(sm_count));
-  if (cluster.has_value() && *cluster <= 0) fail(fn, "cluster must be > 0 (or None), got " + std::to_string(*cluster));
   GemmParams p;
   p.M = M, p.N = N, p.K = K, p.batch = batch, p.dtype = parse_dtype(fn, dtype_name);
   const Strides a = operand_strides(fn, "a_strides", a_strides, M, K, batch, false);
   const Strides b = operand_strides(fn, "b_strides", b_strides, K, N, batch, false);
-  p.a = at_address(a_address), p.a_stride_m = a.first, p.a_stride_k = a.second;
-  p.a_stride_batch = a.batch;
-  p.b = at_address(b_address), p.b_stride_k = b.first, p.b_stride_n = b.second;
-  p.b_stride_batch = b.batch;
+  set_operands(&p, a, b, a_address, b_address);
   if (!decode_n_major_layout(p)) return py::none();
-  const DecodeNMajorPlan plan =
-      plan_decode_n_major(p, sm_count, clusters, static_cast<int>(std::min<int64_t>(cluster.value_or(0), INT_MAX)));
+  const DecodeNMajorPlan plan = plan_decode_n_major(p, sm_count, clusters, parse_decode_cluster(cluster));
   py::dict d;
   d["token_tiles"] = plan.token_tiles;
   d["blocks"] = plan.blocks_x;
@@ -265,7 +261,8 @@ void bind_plans(pybind11::module_& m) {
         "N-major), or None where its 16-byte loads cannot take the layout: {'token_tiles', "
         "'blocks' (of 64 columns), 'cluster' (blocks splitting K), 'chunks_per_split' (of 32 rows), "
         "'preferred' (whether kernel='auto' takes it on sm_90)}. clusters: the device launches "
-        "clusters (sm_90); cluster: TORCH_GEMM_DECODE_CLUSTER's value (None: unset).");
+        "clusters (sm_90); cluster: TORCH_GEMM_DECODE_CLUSTER's value, read as the launcher reads "
+        "it (None: unset).");
   m.def(
       "built_with_sm90a",
       [] {
