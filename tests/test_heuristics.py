@@ -29,7 +29,7 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     sixteen_bit = dtype != FP32
     tile, split, cluster = tuple(p["tile"]), p["split_k"], p["cluster"]
     slim = {(128, 80), (128, 96)}
-    sixteen_bit_tiles = {(64, 128), (128, 128), (128, 192)} | slim
+    sixteen_bit_tiles = {(64, 128), (128, 128), (128, 192), (64, 64)} | slim
     assert tile in {(128, 256), (64, 256)} | (sixteen_bit_tiles if sixteen_bit else set()), p
     assert p["consumers"] == tile[0] // 64
     assert split in (1, 2, 4, 8) and cluster in (1, 2)
@@ -50,6 +50,8 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
             assert p["store"] == "registers", p
     if tile == (128, 192):
         assert split == 1, p
+    if tile == (64, 64):  # unsplit, whole turns, no row sums
+        assert split == 1 and not p["stream_k"] and not row_sum, p
     if tile in slim:  # both operands K-major, C from registers, whole K, no row sums
         assert split == 1 and not p["stream_k"] and not row_sum, p
         assert p["a"]["k_major"] and p["b"]["k_major"] and p["store"] == "registers", p
@@ -112,7 +114,7 @@ def test_few_tiles_take_64x128_tiles(dtype):
 @pytest.mark.parametrize("M, N, K, split", [
     (32, 4096, 4096, 2),    # 32 tiles of 64x128: more than 28 clusters of 4
     (64, 4096, 14336, 2),
-    (128, 4096, 4096, 2),   # 64 tiles
+    (128, 2048, 4096, 2),   # 32 tiles
     (16, 2048, 8192, 4),    # 16 tiles: more than 14 clusters of 8
     (16, 2048, 1024, 2),    # 16 k-tiles: 8 a slice at most
     (64, 1024, 2048, 4),    # 8 tiles, 32 k-tiles
@@ -727,7 +729,7 @@ def test_stream_k_mode_two_takes_one_round_more():
     ("2x2x256", (128, 256), 2), ("1x2x128", (64, 128), 2), ("1x4x128", (64, 128), 4),
     ("1x8x128", (64, 128), 8), ("2x1x128", (128, 128), 1), ("2x1x192", (128, 192), 1),
     ("2x1x80", (128, 80), 1), ("2x1x96", (128, 96), 1), ("2x2x128", (128, 128), 2),
-    ("2x4x128", (128, 128), 4),
+    ("2x4x128", (128, 128), 4), ("1x1x64", (64, 64), 1),
 ])
 def test_forced_shape_is_respected(shape, tile, split):
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:
@@ -736,7 +738,7 @@ def test_forced_shape_is_respected(shape, tile, split):
         assert "TORCH_GEMM_WGMMA_SHAPE" in p["why"]["tile"]
 
 
-@pytest.mark.parametrize("shape", ["3x1", "1x2", "2x8x128", "1x1x64", "x", "", "2", "1x3x128", "1x16x128",
+@pytest.mark.parametrize("shape", ["3x1", "1x2", "2x8x128", "1x2x64", "2x1x64", "x", "", "2", "1x3x128", "1x16x128",
                                    "2x4", "1x1x192", "2x2x192", "1x1x80", "2x2x96", "2x1x112"])
 def test_invalid_forced_shape_is_ignored(shape):
     for M, N, K in [(4096, 4096, 4096), (1000, 1000, 1000), (512, 4096, 4096)]:
@@ -750,6 +752,8 @@ def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
     assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 1
     assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="2x1x192")["tile"]) == (128, 256)
     assert tuple(plan(4096, 4096, 4096, row_sum=True, shape="2x1x192")["tile"]) == (128, 256)
+    assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="1x1x64")["tile"]) == (128, 256)
+    assert tuple(plan(4096, 4096, 4096, row_sum=True, shape="1x1x64")["tile"]) == (128, 256)
     for shape in ("2x2x128", "2x4x128"):  # 128x128 split tiles: 16-bit without row sums only
         assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape=shape)["tile"]) == (128, 256)
         p = plan(4096, 4096, 4096, row_sum=True, shape=shape)
@@ -763,7 +767,7 @@ def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
 @pytest.mark.parametrize("M, N, K, tile, split", [
     (128, 2048, 28672, (128, 128), 4), (128, 3072, 14336, (128, 128), 4), (100, 2000, 12289, (128, 128), 4),
     (128, 2048, 5120, (64, 128), 2),     # a short K
-    (128, 4096, 28672, (64, 128), 2),    # 32 tiles of 128x128 in 4: more clusters than a wave
+    (128, 4096, 28672, (64, 64), 1),     # 32 tiles of 128x128 in 4: more clusters than a wave
     (64, 2048, 28672, (64, 128), 4),     # one row of 64x128 tiles
     (256, 2048, 28672, (128, 128), 1),   # four rows
     (128, 1024, 28672, (64, 128), 4),    # 64x128 in 4: more blocks than 128x128 in 4
@@ -776,6 +780,33 @@ def test_medium_split_by_the_plan(M, N, K, tile, split):
         assert p["consumers"] == 2 and p["grid"] == 4 * -(-N // 128) and p["store"] == "registers"
         assert "split in 4" in p["why"]["tile"] and "as the 64x128 tiles split in 2" in p["why"]["tile"]
     assert plan(M, N, K, dtype=FP32)["tile"][1] != 128
+
+
+# 64x64 tiles, paired, where they fill more than half of the SMs in one wave in 2 to 8 rows of 64
+# and the plan would split 64x128 tiles in 2 or leave them whole: a few hundred rows against a
+# narrow weight, forward (B K-major) and dx (N-major); not where they fill half the SMs or less,
+# make two waves, span more than 8 rows, in one row, without pairs, or for tf32 or row sums.
+@pytest.mark.parametrize("M, N, K, tiny", [
+    (512, 1024, 2048, True), (256, 2048, 4096, True), (128, 4096, 1024, True), (200, 1504, 3000, True),
+    (256, 2048, 256, True),               # 64x128 tiles too short a K to split: paired, whole
+    (512, 512, 4096, False),              # 64 tiles: half the SMs
+    (1024, 1024, 2048, False),            # 256 tiles: two waves
+    (1024, 512, 2048, False),             # 16 rows of 64
+    (64, 8192, 2048, False),              # one row
+    (256, 2048, 28672, False),            # two rows of 128x128 tiles dealt out (stream-K) instead
+])
+def test_tiny_tiles_by_the_plan(M, N, K, tiny):
+    for b_k_major in (True, False):
+        p = plan(M, N, K, b_k_major=b_k_major)
+        assert_supported(p, BF16)
+        if not tiny:
+            assert tuple(p["tile"]) != (64, 64), p["why"]["tile"]
+            continue
+        assert tuple(p["tile"]) == (64, 64) and p["cluster"] == 2 and p["split_k"] == 1, p["why"]["tile"]
+        assert "tiles of 64x64" in p["why"]["tile"] and p["store"] == "tma"
+    if tiny:
+        for kwargs in [dict(dtype=FP32), dict(row_sum=True), dict(cluster="1"), dict(sm_count=2 * SMS)]:
+            assert tuple(plan(M, N, K, **kwargs)["tile"]) != (64, 64), kwargs
 
 
 # Slim tiles where their rounds cost less than the two-consumer tiles' (a few hundred rows against
@@ -901,7 +932,8 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     overrides = [dict(), dict(shape="1x1x128"), dict(shape="2x2"), dict(shape="2x1x192"), dict(cluster="1"),
                  dict(stream_k="2"), dict(stream_k="3"), dict(max_clusters="5"), dict(stream_k="0", cluster="1"),
                  dict(shape="2x1x192", cluster="1"), dict(shape="2x1x80"), dict(shape="2x1x96", cluster="1"),
-                 dict(shape="2x2x128"), dict(shape="2x4x128")]
+                 dict(shape="2x2x128"), dict(shape="2x4x128"), dict(shape="1x1x64"),
+                 dict(shape="1x1x64", cluster="1")]
     for (a_k, b_k), extra, override in itertools.product(layouts, extras, overrides):
         p = plan(M, N, K, dtype=dtype, sm_count=sm_count, a_k_major=a_k, b_k_major=b_k, **extra, **override)
         assert p["refused"] is None

@@ -172,7 +172,7 @@ def check_wgmma_linear_bias(tag: str, dtype, layout: str, M: int, N: int, K: int
 # wgmma_sm90 takes 64-row tiles (one consumer warpgroup) where its 128×256 tiles would not fill
 # half the SMs, 128×256 otherwise: shapes on both sides of that line (on a 132-SM H100/H200: 81,
 # 72 and 90 tiles of 128×256, the 72 with C rows 16-byte aligned for the TMA-store epilogue; then
-# 12 and 12, which 16-bit products take as 64×128 tiles, float32 as 64×256), single and batched,
+# 12 and 12, which 16-bit products take as 64×64 tiles, float32 as 64×256), single and batched,
 # in every layout and dtype, and linear_tiled with a bias.
 WGMMA_TILE_SHAPES = [(1, 1100, 2100, 200), (1, 1024, 2304, 200), (3, 700, 1100, 96),
                      (1, 300, 1000, 130), (2, 200, 700, 300)]
@@ -194,8 +194,17 @@ def test_wgmma_both_tile_heights(dtype, layout):
 # the 64×128 ones fit in one wave. On a 132-SM H100/H200: 1000³ (128 tiles, pairs sharing B, C
 # rows 16-byte aligned: TMA stores, edge tiles in M and N); C rows of 1001 elements (stored from
 # registers); batched; one tile (no pair); K of 1 and a prime K.
-WGMMA_SMALL_SHAPES = [(1, 1000, 1000, 1000), (1, 1000, 1001, 67), (2, 200, 700, 300),
+WGMMA_SMALL_SHAPES = [(1, 1000, 1000, 1000), (1, 1000, 1001, 67), (2, 200, 300, 300),
                       (1, 64, 100, 1), (1, 130, 250, 127)]
+
+
+# wgmma_sm90 takes 64×64 tiles (16-bit, one consumer), paired along M, where they fill more than
+# half the SMs in one wave in 2 to 8 rows of 64 and the 64×128 ones would run split in 2 or
+# whole. On a 132-SM H100/H200: 128 tiles (512×1024); an edge tile in M (3 rows, the last pair
+# with a block past M) and C rows of 2001 elements (stored from registers); batched; 5 tile rows
+# and a prime K; a K of 4 k-tiles, too short to split the 64×128 tiles.
+WGMMA_TINY_SHAPES = [(1, 512, 1024, 2048), (1, 190, 2001, 1031), (2, 256, 1000, 2048),
+                     (1, 300, 1100, 4099), (1, 256, 2048, 256)]
 
 
 # wgmma_sm90 takes 128×128 tiles (two consumers of 64×128, 16-bit), paired along M, where the
@@ -233,7 +242,7 @@ WGMMA_MID_SHAPES = [(1, 1024, 2560, 2048), (1, 1000, 2504, 1100), (1, 1000, 2501
 # box: stored from registers), one with C rows of 2001 elements and a last slice shorter (47
 # k-tiles); 8 tiles in 4 with a prime K (33 k-tiles: slices of 9, the last 6); 8 tiles in 8, one
 # with C rows of 1001 elements; batched; two tile rows, the second ragged (47 k-tiles in 2).
-WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 4096), (1, 128, 4096, 2048), (1, 16, 2048, 2048),
+WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 4096), (1, 64, 8192, 2048), (1, 16, 2048, 2048),
                             (1, 50, 2001, 3000), (1, 64, 1000, 2053), (1, 20, 1000, 8200),
                             (1, 30, 1001, 9001), (3, 40, 1024, 4096), (1, 100, 2048, 3000)]
 
@@ -265,6 +274,7 @@ WGMMA_ODD_ROWS_SHAPES = [(1, 384, 4096, 4096), (1, 300, 14300, 2048), (1, 640, 3
 # What each path's shapes must get from the plan on a 132-SM H100/H200 (66 pairs resident).
 WGMMA_PATH_PLANS = {
     "small_tiles": (lambda: WGMMA_SMALL_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] == 1),
+    "tiny_tiles": (lambda: WGMMA_TINY_SHAPES, lambda p: tuple(p["tile"]) == (64, 64) and p["cluster"] == 2),
     "medium_tiles": (lambda: WGMMA_MEDIUM_SHAPES,
                      lambda p: tuple(p["tile"]) == (128, 128) and p["cluster"] == 2),
     "mid_tiles": (lambda: WGMMA_MID_SHAPES, lambda p: tuple(p["tile"]) == (128, 192)),
@@ -310,6 +320,7 @@ WGMMA_STREAM_K_SHAPES = [(1, 3072, 4352, 4096), (1, 3200, 4000, 2600), (1, 3300,
 # split K: the bias enters through one slice; stream-K: through the piece with the last k-tiles).
 WGMMA_SIXTEEN_BIT_PATHS = {
     "small_tiles": (WGMMA_SMALL_SHAPES, [(1000, 1000, 1000), (130, 250, 127)]),
+    "tiny_tiles": (WGMMA_TINY_SHAPES, [(512, 1024, 2048), (190, 2001, 1031)]),
     "medium_tiles": (WGMMA_MEDIUM_SHAPES, [(1024, 1616, 2100), (1000, 2001, 2500)]),
     "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
     "slim_tiles": (WGMMA_SLIM_SHAPES, [(1024, 1104, 2100), (700, 1800, 4099)]),
@@ -326,8 +337,8 @@ WGMMA_SIXTEEN_BIT_PATHS = {
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_wgmma_sixteen_bit_paths(path, dtype, layout):
-    """The 64×128 tiles, split K and stream-K; all add their sums in a fixed order, so a second
-    run gives the same bits."""
+    """The 64×128 and 64×64 tiles, split K and stream-K; all add their sums in a fixed order, so
+    a second run gives the same bits."""
     skip_unless_wgmma()
     shapes, bias_shapes = WGMMA_SIXTEEN_BIT_PATHS[path]
     for shape in shapes:
@@ -524,6 +535,32 @@ for M, N, K in {shapes!r}:
     plan = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
     assert (tuple(plan["tile"]), plan["split_k"]) == ((128, 128), SPLIT), plan
 """
+
+
+# 64×64 tiles forced (TORCH_GEMM_WGMMA_SHAPE=1x1x64), every layout, with pairs and single blocks
+# (TORCH_GEMM_WGMMA_CLUSTER=1): a single tile, K of 1, edge tiles in M and N (N of 83: the last
+# tile's columns end inside a lane's 8), an odd number of tile rows (the last pair's second block
+# past M), C rows of 1001 elements (stored from registers), one paired wave (512×1024×2048; an
+# N-major B's one box multicast by one block of the pair), many tiles a block (2048×2048×64); then
+# the 64×64 tile is checked to have run.
+TINY_CHECK = """
+for M, N, K in {shapes!r}:
+    for layout in {layouts!r}:
+        a, b = make_operands(M, N, K, layout, torch.bfloat16, "cuda", generator("cuda", "tiny", M, N, K, layout))
+        assert tuple(torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["tile"]) == (64, 64)
+"""
+
+
+@requires_cuda
+@pytest.mark.parametrize("cluster", ["pairs", "single"])
+def test_wgmma_forced_tiny_tiles(cluster):
+    env = {"TORCH_GEMM_WGMMA_SHAPE": "1x1x64"}
+    if cluster == "single":
+        env["TORCH_GEMM_WGMMA_CLUSTER"] = "1"
+    check_wgmma_under_env(f"forced_tiny {cluster}",
+                          [(64, 64, 64), (5, 129, 1), (130, 83, 577), (200, 1001, 131), (512, 1024, 2048),
+                           (2048, 2048, 64)],
+                          LAYOUTS, env, ENV_SCRIPT.replace('\nprint("ok")', "\n" + TINY_CHECK + 'print("ok")'))
 
 
 # 128×256 tiles split along K in two (TORCH_GEMM_WGMMA_SHAPE=2x2; the plan takes 128×128 tiles

@@ -20,7 +20,7 @@ CASES = [(group, case) for group in sanitize_cases.GROUPS for case in group.case
 REQUIRED_PATHS = {
     "wgmma 128x256 pairs", "wgmma 128x256 single", "wgmma 64x256", "wgmma 64x128 unsplit",
     "wgmma 64x128 split 2", "wgmma 64x128 split 4", "wgmma 64x128 split 8", "wgmma 64x128 split 8 in 4 clusters",
-    "wgmma 128x128 pairs",
+    "wgmma 64x64 pairs", "wgmma 128x128 pairs",
     "wgmma 128x192 pairs", "wgmma 128x192 pairs N-major",
     "wgmma 128x256 split 2", "wgmma stream-K", "wgmma repack odd leading dimension",
     "wgmma repack misaligned", "wgmma operands MN-major", "wgmma store registers", "wgmma store tma",

@@ -28,6 +28,10 @@ constexpr int64_t kWgmmaMidBlockN = 192;
 // tiles of 128×128, 128 of 128×80).
 constexpr int64_t kWgmmaSlimBlockN80 = 80;
 constexpr int64_t kWgmmaSlimBlockN96 = 96;
+// 64×64 tiles (16-bit, one consumer, unsplit, paired along M): cuBLAS's tile for a few hundred
+// rows against a narrow weight (512 rows against 1024 columns: 128 tiles, each pair sharing its
+// 64 rows of B), where the 64×128 tiles fill the SMs only split along K, unpaired.
+constexpr int64_t kWgmmaTinyBlockN = 64;
 constexpr bool is_slim_block_n(int64_t n) {
   return n == kWgmmaSlimBlockN80 || n == kWgmmaSlimBlockN96;
 }

@@ -34,10 +34,14 @@ struct WgmmaConfig {
   // Slim tiles (tiles.h's kWgmmaSlimBlockN80, 96): a width between, for tile counts that fill
   // the SMs where 128 columns leave a third of them idle; their C leaves from registers.
   static constexpr bool kSlim = is_slim_block_n(kMmaN);
+  // 64×64 tiles (tiles.h's kWgmmaTinyBlockN): one consumer, 16-bit, for a few hundred rows
+  // against a narrow weight.
+  static constexpr bool kTiny = kMmaN == kWgmmaTinyBlockN;
   static_assert(kMmaN == 256 || kMmaN == 128 ||
-                    ((kMmaN == 192 || kSlim) && !kTf32 && kConsumers == 2),
-                "256- or 128-column tiles, or 192-, 96- or 80-column 16-bit tiles of two "
-                "consumers");
+                    ((kMmaN == 192 || kSlim) && !kTf32 && kConsumers == 2) ||
+                    (kTiny && !kTf32 && kConsumers == 1),
+                "256- or 128-column tiles, 192-, 96- or 80-column 16-bit tiles of two "
+                "consumers, or 64-column 16-bit tiles of one");
   // tf32's 128-column tiles are 3xTF32's inner product (wgmma_sm90_3xtf32), and only that: both
   // operands already split into TF32 values, K-major, so that A too is read from shared memory;
   // each k-tile's products are summed on the tensor cores into a fresh set of registers and then
@@ -47,8 +51,8 @@ struct WgmmaConfig {
   static_assert(kBlockM == (kConsumers == 2 ? kWgmmaBlockM : kWgmmaNarrowBlockM) &&
                     kBlockN == (kMmaN == 256   ? kWgmmaBlockN
                                 : kMmaN == 192 ? kWgmmaMidBlockN
-                                : kSlim        ? kMmaN
-                                               : kWgmmaSmallBlockN),
+                                : kSlim || kTiny ? kMmaN
+                                                 : kWgmmaSmallBlockN),
                 "tiles.h tells auto and the plan the tiles");
   // k-tiles in flight, 48 KB each (40 KB with one consumer): 4 leave room for two 8 KB epilogue
   // boxes per consumer, or 4–8 with one (3 stages beside a whole-tile ring of boxes were no
@@ -57,9 +61,12 @@ struct WgmmaConfig {
   // 3xTF32's, takes two rounds of the ring's 2). 128×192 tiles take 40 KB: 5, beside one box per
   // consumer, which is all their deferred stores fill at a time (Epilogue::kPendingRing). Slim
   // tiles take 26 or 28 KB: 7 (their C leaves from registers; the one box is never filled).
+  // 64×64 tiles take 16 KB: 12, as deep a ring in bytes as the 64×128 tiles' (cuBLAS runs its
+  // 64×64 tiles with 13).
   static constexpr int kStages = kMmaN == 256 ? 4
                                  : kMmaN == 192 ? 5
                                  : kSlim        ? 7
+                                 : kTiny        ? 12
                                                 : (kConsumers == 1 ? 8 : 6);
   // The first tile's first k-tiles are copied from the kernel's prologue, ahead of the producer
   // loop (see the kernel): kEarlyFirst of them before the start barrier, the rest of

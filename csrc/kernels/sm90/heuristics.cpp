@@ -62,6 +62,17 @@ constexpr int64_t kPairOneWaveMinKTiles = 32;
 // to 64 tokens (H100, session 29): 8 against 16, geomean 0.973 of torch against 0.966, 55 below
 // 0.92 against 81 (e.g. 2–8 tiles at 64–96 k-tiles in 8 slices, 0.95–1.01 against 4's 0.87–0.94).
 constexpr int64_t kSmallSplitMinKTiles = 8;
+// 64×64 tiles, paired along M (each pair sharing its 64 rows of B), take the place of 64×128 ones
+// unsplit or split in 2 where they fill more than half of the SMs in one wave, in 2 to
+// kTinyMaxNarrowRows rows of 64: a few hundred rows against a narrow weight (512 rows against
+// 1024 columns: 128 tiles, cuBLAS's choice there), whose 64×128 tiles fill the SMs only unpaired
+// and split, adding the slices' sums. Measured on the grid's forwards and dx products at 128 to
+// 2048 rows (H100, session 40): 1.04–1.15× faster (geomean by rows and K) at 128–512 rows
+// (512×1024×2048 0.78 → 0.91 of torch), 0.92–1.03× at 1024 rows and 0.90–1.0× at 2048, where the
+// tiles' rows are many and the 64×128 tiles' fewer bytes a product win; fewer tiles (half the SMs
+// or less) and two waves (1024×1024) 0.67–0.9×. Not unpaired (TORCH_GEMM_WGMMA_CLUSTER=1), which
+// measured slower than the 64×128 tiles there.
+constexpr int64_t kTinyMaxNarrowRows = 8;
 // Two rows of 64×128 tiles split along K take 128×128 tiles split in 4 instead (two consumer
 // warpgroups a block, a cluster of 4 a tile) where those are at least as many blocks, fit in one
 // wave of clusters of 4, and K has at least this many k-tiles: 128 rows against 2048–3072 columns
@@ -269,15 +280,16 @@ bool can_take_slim(const GemmParams& p) {
   return plan.a.k_major && plan.b.k_major;
 }
 
-// The overrides as they apply to p: 1xS (64×256 tiles in S slices of K) is tf32's alone, and
-// slim tiles (2x1x80, 2x1x96) are can_take_slim's; for other products both are ignored, as an
-// invalid shape is.
+// The overrides as they apply to p: 1xS (64×256 tiles in S slices of K) is tf32's alone, slim
+// tiles (2x1x80, 2x1x96) are can_take_slim's and 64×64 ones (1x1x64) 16-bit products' without
+// row sums; for other products they are ignored, as an invalid shape is.
 Overrides effective_overrides(const GemmParams& p, const Overrides& given) {
   Overrides o = given;
   if (o.consumers == 1 && o.block_n == kWgmmaBlockN && o.split_k > 1 && !tf32_can_split(p)) {
     o.consumers = 0, o.split_k = 0, o.split_groups = 1;
   }
-  if (is_slim_block_n(o.block_n) && !can_take_slim(p)) {
+  if ((is_slim_block_n(o.block_n) && !can_take_slim(p)) ||
+      (o.block_n == kWgmmaTinyBlockN && !can_split(p))) {
     o.consumers = 0, o.split_k = 0, o.block_n = static_cast<int>(kWgmmaBlockN);
   }
   return o;
@@ -418,6 +430,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
                             (split_k == 2 || split_k == F::kMaxMediumSlices);
   const bool mid = block_n == kWgmmaMidBlockN && consumers == 2 && split_k == 1;
   const bool slim = is_slim_block_n(block_n) && consumers == 2 && split_k == 1;
+  const bool tiny = block_n == kWgmmaTinyBlockN && consumers == 1 && split_k == 1;
   const bool narrow_split = block_n == kWgmmaBlockN && consumers == 1 &&
                             (split_k == 2 || split_k == 4 || split_k == F::kMaxNarrowSlices);
   // Groups of clusters: only on one-consumer tiles split in a whole cluster of 8.
@@ -425,7 +438,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
                        (groups == 2 || groups == 4 || groups == F::kMaxSplitGroups);
   if (fields >= 2 && (consumers == 1 || consumers == 2) &&
       (split_k == 1 || split || small || narrow_split || medium_split) &&
-      (block_n == kWgmmaBlockN || small || medium_split || mid || slim) &&
+      (block_n == kWgmmaBlockN || small || medium_split || mid || slim || tiny) &&
       (fields < 4 || groups == 1 || grouped)) {
     o.consumers = consumers, o.split_k = split_k, o.block_n = block_n;
     o.split_groups = fields == 4 ? groups : 1;
@@ -476,6 +489,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   shape.small_tiles = narrow_m * ceil_div(p.N, kWgmmaSmallBlockN) * p.batch;
   shape.medium_tiles = wide_m * ceil_div(p.N, kWgmmaSmallBlockN) * p.batch;
   shape.mid_tiles = wide_m * ceil_div(p.N, kWgmmaMidBlockN) * p.batch;
+  shape.tiny_tiles = narrow_m * ceil_div(p.N, kWgmmaTinyBlockN) * p.batch;
   const int64_t wide = shape.wide_tiles, medium = shape.medium_tiles, mid = shape.mid_tiles;
   // 16-bit products of at most 64 rows take 64-row tiles even where 128×256 ones would fill half the
   // SMs, up to one round of them: a 128-row tile would be half empty rows, its second consumer's
@@ -557,6 +571,10 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
         medium <= resident_split_clusters(sms, kMediumSlices)) {
       shape.consumers = 2, shape.split_k = kMediumSlices;
       shape.tile_rule = TileRule::kMediumSplit;
+    } else if (split <= 2 && o.clusters && narrow_m >= 2 && narrow_m <= kTinyMaxNarrowRows &&
+               shape.tiny_tiles * 2 > sms && shape.tiny_tiles <= sms) {
+      shape.block_n = static_cast<int>(kWgmmaTinyBlockN), shape.split_k = 1;
+      shape.tile_rule = TileRule::kTiny;
     }
   } else if (splittable && narrow_m >= 2) {
     const bool fewer_rounds = rounds(medium) * kMediumTileCostTenths < rounds(wide) * 10;
@@ -1149,6 +1167,13 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                str(s.small_tiles) + " tiles of 64x128 leave half of the SMs idle; " +
                slices_reason(s.split_k, sms, kSmallSplitMinKTiles, F::kMaxSmallSlices);
       break;
+    case TileRule::kTiny:
+      r.tile = "64x64, one consumer warpgroup: " + no_wide + "; the " + str(s.tiny_tiles) +
+               " tiles of 64x64 in " + str(ceil_div(p.M, kWgmmaNarrowBlockM)) + " rows (2 to " +
+               str(kTinyMaxNarrowRows) + ") fill more than half of the " + str(sms) +
+               " SMs in one wave, paired, where the " + str(s.small_tiles) +
+               " tiles of 64x128 fill them only unpaired and split in 2 (or leave half idle)";
+      break;
     case TileRule::kMediumSplit:
       r.tile = "128x128 split in " + str(s.split_k) + " along K, two consumer warpgroups: " +
                no_wide + "; the " + str(s.small_tiles) + " tiles of 64x128 leave half of the SMs " +
@@ -1299,6 +1324,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                           ", too short to split in two";
   } else if (p.row_sum != nullptr) {
     r.split_k = "none: fused row sums follow whole tiles";
+  } else if (s.tile_rule == TileRule::kTiny) {
+    r.split_k = "none: the 64x64 tiles fill more than half of the SMs whole, paired";
   } else if (s.tile_rule == TileRule::kSmall) {
     r.split_k = s.small_tiles > resident_split_clusters(sms, 2)
                     ? "none: the " + str(s.small_tiles) + " tiles of 64x128 fill half of the SMs"

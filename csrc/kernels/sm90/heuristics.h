@@ -38,8 +38,9 @@ struct KernelFacts {
 struct Overrides {
   // TORCH_GEMM_WGMMA_SHAPE=CxS[xN]: C consumer warpgroups (1: 64-row tiles, 2: 128-row), S slices
   // of K (1; 2 with 2x2; 2, 4 or 8 with 1xSx128, 2 or 4 with 2xSx128, and for tf32 with 1xS) and
-  // N columns a tile (256; 128: 1xSx128 and 2xSx128; 192: 2x1x192); split K and 128 or 192
-  // columns take 16-bit products without row sums, 1xS tf32 ones without.
+  // N columns a tile (256; 128: 1xSx128 and 2xSx128; 192: 2x1x192; 80, 96: 2x1x80, 2x1x96; 64:
+  // 1x1x64); split K and 128, 192 or 64 columns take 16-bit products without row sums, 1xS tf32
+  // ones without.
   // consumers 0: unset, the plan chooses. CxSxNxG: G clusters (2, 4 or 8) of the S = 8 slices
   // share each one-consumer tile (split_groups; 1xSx128 16-bit, 1xSx256 tf32).
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
@@ -64,7 +65,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // Which rule set the tile and the clusters (for explain's reasons).
 enum class TileRule {
   kWide, kNarrow, kNarrowSplit, kOneRowNarrow, kSmall, kSmallSplit, kMediumSplit, kSmallStreamK,
-  kMedium, kMediumStreamK, kWideStreamK, kWideDealt, kMid, kSlim, kForced, kPromoted
+  kMedium, kMediumStreamK, kWideStreamK, kWideDealt, kMid, kSlim, kTiny, kForced, kPromoted
 };
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows };
 
@@ -77,7 +78,7 @@ constexpr int kStreamKMaxShares = 4;
 // tile (tf32: 64×256).
 struct Shape {
   int consumers = 2;
-  // or kWgmmaSmallBlockN, kWgmmaMidBlockN, kWgmmaSlimBlockN96 or 80 (16-bit)
+  // or kWgmmaSmallBlockN, kWgmmaMidBlockN, kWgmmaSlimBlockN96 or 80, kWgmmaTinyBlockN (16-bit)
   int block_n = static_cast<int>(kWgmmaBlockN);
   bool clusters = false;
   int split_k = 1;
@@ -92,6 +93,7 @@ struct Shape {
   int64_t small_tiles = 0;   // 64×128 tiles over the batch
   int64_t medium_tiles = 0;  // 128×128 tiles over the batch
   int64_t mid_tiles = 0;     // 128×192 tiles over the batch
+  int64_t tiny_tiles = 0;    // 64×64 tiles over the batch
   // 128×256 tiles kept where 128×128 or 128×192 ones would have been taken for their fewer
   // rounds: stream-K deals out the 128×256 tiles' last round and K is long (heuristics.cpp's
   // kStreamKKeepsWideMinKTiles).

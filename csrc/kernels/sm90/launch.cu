@@ -131,8 +131,8 @@ struct WgmmaLauncher {
       if (p.M == 0 || p.N == 0 || p.batch == 0) return {};
       const sm90::Plan plan = sm90::plan_call(p, sm_count_of(p), sm90::overrides());
       if (!plan.fits_int) return refuse("extents past 32 bits");
-      // 128-column tiles: 16-bit, or (float) 3xTF32's promoted tf32 ones; 192-, 96- and
-      // 80-column: 16-bit.
+      // 128-column tiles: 16-bit, or (float) 3xTF32's promoted tf32 ones; 192-, 96-, 80- and
+      // 64-column: 16-bit.
       if (plan.shape.block_n == kWgmmaMidBlockN) {
         if constexpr (std::is_same_v<T, float>) {
           return refuse("128x192 tiles take bf16/fp16 only");
@@ -149,6 +149,14 @@ struct WgmmaLauncher {
           return plan.shape.block_n == kWgmmaSlimBlockN80
                      ? sm90::launch_config<T, 2, kWgmmaSlimBlockN80>(plan, p, stream)
                      : sm90::launch_config<T, 2, kWgmmaSlimBlockN96>(plan, p, stream);
+        }
+      }
+      if (plan.shape.block_n == kWgmmaTinyBlockN) {
+        if constexpr (std::is_same_v<T, float>) {
+          return refuse("64x64 tiles take bf16/fp16 only");
+        } else {
+          if (plan.shape.consumers != 1) return refuse("64x64 tiles take one consumer");
+          return sm90::launch_config<T, 1, kWgmmaTinyBlockN>(plan, p, stream);
         }
       }
       if (plan.shape.block_n == kWgmmaSmallBlockN) {
