@@ -767,7 +767,7 @@ def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
 @pytest.mark.parametrize("M, N, K, tile, split", [
     (128, 2048, 28672, (128, 128), 4), (128, 3072, 14336, (128, 128), 4), (100, 2000, 12289, (128, 128), 4),
     (128, 2048, 5120, (64, 128), 2),     # a short K
-    (128, 4096, 28672, (64, 64), 1),     # 32 tiles of 128x128 in 4: more clusters than a wave
+    (128, 4096, 28672, (64, 128), 2),    # 32 tiles of 128x128 in 4: more clusters than a wave
     (64, 2048, 28672, (64, 128), 4),     # one row of 64x128 tiles
     (256, 2048, 28672, (128, 128), 1),   # four rows
     (128, 1024, 28672, (64, 128), 4),    # 64x128 in 4: more blocks than 128x128 in 4
@@ -782,13 +782,16 @@ def test_medium_split_by_the_plan(M, N, K, tile, split):
     assert plan(M, N, K, dtype=FP32)["tile"][1] != 128
 
 
-# 64x64 tiles, paired, where they fill more than half of the SMs in one wave in 2 to 8 rows of 64
-# and the plan would split 64x128 tiles in 2 or leave them whole: a few hundred rows against a
-# narrow weight, forward (B K-major) and dx (N-major); not where they fill half the SMs or less,
-# make two waves, span more than 8 rows, in one row, without pairs, or for tf32 or row sums.
+# 64x64 tiles, paired, where they fill more than half of the SMs in one wave in 2 to 8 rows of 64,
+# K has at most 32 k-tiles and the plan would split 64x128 tiles in 2 or leave them whole: a few
+# hundred rows against a narrow weight, forward (B K-major) and dx (N-major); not with a longer K,
+# where they fill half the SMs or less, make two waves, span more than 8 rows, in one row, without
+# pairs, or for tf32 or row sums.
 @pytest.mark.parametrize("M, N, K, tiny", [
-    (512, 1024, 2048, True), (256, 2048, 4096, True), (128, 4096, 1024, True), (200, 1504, 3000, True),
+    (512, 1024, 2048, True), (256, 2048, 2048, True), (128, 4096, 1024, True), (200, 1504, 1999, True),
     (256, 2048, 256, True),               # 64x128 tiles too short a K to split: paired, whole
+    (512, 1024, 2049, False),             # 33 k-tiles
+    (128, 4096, 28672, False),
     (512, 512, 4096, False),              # 64 tiles: half the SMs
     (1024, 1024, 2048, False),            # 256 tiles: two waves
     (1024, 512, 2048, False),             # 16 rows of 64

@@ -200,11 +200,12 @@ WGMMA_SMALL_SHAPES = [(1, 1000, 1000, 1000), (1, 1000, 1001, 67), (2, 200, 300, 
 
 # wgmma_sm90 takes 64×64 tiles (16-bit, one consumer), paired along M, where they fill more than
 # half the SMs in one wave in 2 to 8 rows of 64 and the 64×128 ones would run split in 2 or
-# whole. On a 132-SM H100/H200: 128 tiles (512×1024); an edge tile in M (3 rows, the last pair
-# with a block past M) and C rows of 2001 elements (stored from registers); batched; 5 tile rows
-# and a prime K; a K of 4 k-tiles, too short to split the 64×128 tiles.
+# whole, with K of at most 32 k-tiles. On a 132-SM H100/H200: 128 tiles (512×1024); an edge tile
+# in M (3 rows, the last pair with a block past M) and C rows of 2001 elements (stored from
+# registers); batched; 5 tile rows and a prime K; a K of 4 k-tiles, too short to split the 64×128
+# tiles.
 WGMMA_TINY_SHAPES = [(1, 512, 1024, 2048), (1, 190, 2001, 1031), (2, 256, 1000, 2048),
-                     (1, 300, 1100, 4099), (1, 256, 2048, 256)]
+                     (1, 300, 1100, 2039), (1, 256, 2048, 256)]
 
 
 # wgmma_sm90 takes 128×128 tiles (two consumers of 64×128, 16-bit), paired along M, where the

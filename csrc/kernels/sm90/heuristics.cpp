@@ -64,15 +64,21 @@ constexpr int64_t kPairOneWaveMinKTiles = 32;
 constexpr int64_t kSmallSplitMinKTiles = 8;
 // 64×64 tiles, paired along M (each pair sharing its 64 rows of B), take the place of 64×128 ones
 // unsplit or split in 2 where they fill more than half of the SMs in one wave, in 2 to
-// kTinyMaxNarrowRows rows of 64: a few hundred rows against a narrow weight (512 rows against
-// 1024 columns: 128 tiles, cuBLAS's choice there), whose 64×128 tiles fill the SMs only unpaired
-// and split, adding the slices' sums. Measured on the grid's forwards and dx products at 128 to
-// 2048 rows (H100, session 40): 1.04–1.15× faster (geomean by rows and K) at 128–512 rows
-// (512×1024×2048 0.78 → 0.91 of torch), 0.92–1.03× at 1024 rows and 0.90–1.0× at 2048, where the
-// tiles' rows are many and the 64×128 tiles' fewer bytes a product win; fewer tiles (half the SMs
-// or less) and two waves (1024×1024) 0.67–0.9×. Not unpaired (TORCH_GEMM_WGMMA_CLUSTER=1), which
-// measured slower than the 64×128 tiles there.
+// kTinyMaxNarrowRows rows of 64, with K of at most kTinyMaxKTiles: a few hundred rows against a
+// narrow weight (512 rows against 1024 columns: 128 tiles, cuBLAS's choice there), whose 64×128
+// tiles fill the SMs only unpaired and split, adding the slices' sums. Forced on the grid's
+// forwards and dx products at 128 to 2048 rows (H100, session 40, against the plan in the same
+// build): 1.05–1.14× faster by rows and K at 128–512 rows (512×1024×2048 0.78 → 0.91 of torch),
+// 0.92–1.03× at 1024 rows, 0.90–1.0× at 2048; fewer tiles (half the SMs or less) and two waves
+// (1024×1024) 0.67–0.9×; unpaired (TORCH_GEMM_WGMMA_CLUSTER=1) slower. On an H200 (the whole grid
+// with the rule unbounded in K, against the record of 6a30368: across runs, the products whose
+// plan did not change moved 1.003×) the rule's products ran 0.996× (forwards 0.976×): with K up to
+// 32 k-tiles 1.05× (min 0.99), 48 1.03× (min 0.95), past 128 below 1.0; the H100 gained
+// 1.107× (min 1.03) up to 32 k-tiles and 1.07× unbounded. Past a short K, a 64×64 tile's
+// k-tile (half a 64×128 one's math for 2/3 of its bytes) costs more of the loop's fixed time
+// (0.183 µs a k-tile at 512×1024 on the H100 against cuBLAS's 0.154) than the split's sum saves.
 constexpr int64_t kTinyMaxNarrowRows = 8;
+constexpr int64_t kTinyMaxKTiles = 32;
 // Two rows of 64×128 tiles split along K take 128×128 tiles split in 4 instead (two consumer
 // warpgroups a block, a cluster of 4 a tile) where those are at least as many blocks, fit in one
 // wave of clusters of 4, and K has at least this many k-tiles: 128 rows against 2048–3072 columns
@@ -572,7 +578,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
       shape.consumers = 2, shape.split_k = kMediumSlices;
       shape.tile_rule = TileRule::kMediumSplit;
     } else if (split <= 2 && o.clusters && narrow_m >= 2 && narrow_m <= kTinyMaxNarrowRows &&
-               shape.tiny_tiles * 2 > sms && shape.tiny_tiles <= sms) {
+               k_tiles <= kTinyMaxKTiles && shape.tiny_tiles * 2 > sms && shape.tiny_tiles <= sms) {
       shape.block_n = static_cast<int>(kWgmmaTinyBlockN), shape.split_k = 1;
       shape.tile_rule = TileRule::kTiny;
     }
@@ -1171,7 +1177,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       r.tile = "64x64, one consumer warpgroup: " + no_wide + "; the " + str(s.tiny_tiles) +
                " tiles of 64x64 in " + str(ceil_div(p.M, kWgmmaNarrowBlockM)) + " rows (2 to " +
                str(kTinyMaxNarrowRows) + ") fill more than half of the " + str(sms) +
-               " SMs in one wave, paired, where the " + str(s.small_tiles) +
+               " SMs in one wave, paired, with K's " + str(plan.k_tiles) + " k-tiles (at most " +
+               str(kTinyMaxKTiles) + "), where the " + str(s.small_tiles) +
                " tiles of 64x128 fill them only unpaired and split in 2 (or leave half idle)";
       break;
     case TileRule::kMediumSplit:
