@@ -119,11 +119,11 @@ DEFAULT_CASES = (
     Case("wgmma 64x128 split 8", "8 tiles of 64x128, 128 k-tiles: 8 slices of 16 (a cluster of "
          "8; the plan groups no 16-bit tiles over clusters)",
          "wgmma_sm90", 64, 1024, 8192, expect={"tile": (64, 128), "split_k": 8, "split_groups": 1}),
-    Case("wgmma 64x64 pairs", "5 rows of 64 against 1504 columns: 120 tiles of 64x64 fill more "
-         "than half of the SMs paired, where 60 of 64x128 would split in 2; the last pair's second "
-         "block past M, a prime K of 32 k-tiles, B N-major (one 64-column box multicast by one "
-         "block of a pair)",
-         "wgmma_sm90", 300, 1504, 2039, b_k_major=False, expect={"tile": (64, 64), "cluster": 2}),
+    Case("wgmma 64x64 pairs", "5 rows of 64 against 1088 columns: 85 tiles of 64x64 (102 blocks "
+         "in pairs) fill more than half of the SMs, where 45 of 64x128 would split in 2; the last "
+         "pair's second block past M, a prime K of 32 k-tiles, B N-major (one 64-column box "
+         "multicast by one block of a pair)",
+         "wgmma_sm90", 300, 1088, 2039, b_k_major=False, expect={"tile": (64, 64), "cluster": 2}),
     Case("wgmma 128x128 split 4", "100 rows against 2000 columns, K = 12289 (193 k-tiles): 16 "
          "tiles of 128x128 in 4 slices of K (two consumers, a cluster of 4) in place of 32 of "
          "64x128 in 2; edge tiles in M and N, A and B repacked (rows of 24578 bytes)",

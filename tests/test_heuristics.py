@@ -114,7 +114,7 @@ def test_few_tiles_take_64x128_tiles(dtype):
 @pytest.mark.parametrize("M, N, K, split", [
     (32, 4096, 4096, 2),    # 32 tiles of 64x128: more than 28 clusters of 4
     (64, 4096, 14336, 2),
-    (128, 2048, 4096, 2),   # 32 tiles
+    (128, 4096, 4096, 2),   # 64 tiles
     (16, 2048, 8192, 4),    # 16 tiles: more than 14 clusters of 8
     (16, 2048, 1024, 2),    # 16 k-tiles: 8 a slice at most
     (64, 1024, 2048, 4),    # 8 tiles, 32 k-tiles
@@ -791,12 +791,12 @@ def test_medium_split_by_the_plan(M, N, K, tile, split):
     (512, 1024, 2048, True), (256, 2048, 2048, True), (128, 4096, 1024, True), (200, 1504, 1999, True),
     (256, 2048, 256, True),               # 64x128 tiles too short a K to split: paired, whole
     (512, 1024, 2049, False),             # 33 k-tiles
-    (128, 4096, 28672, False),
-    (512, 512, 4096, False),              # 64 tiles: half the SMs
+    (128, 4096, 28672, False),            # 448 k-tiles
+    (512, 512, 2048, False),              # 64 tiles: half the SMs
     (1024, 1024, 2048, False),            # 256 tiles: two waves
+    (192, 2560, 2048, False),             # 120 tiles, but 160 blocks in pairs (3 rows): two rounds
     (1024, 512, 2048, False),             # 16 rows of 64
     (64, 8192, 2048, False),              # one row
-    (256, 2048, 28672, False),            # two rows of 128x128 tiles dealt out (stream-K) instead
 ])
 def test_tiny_tiles_by_the_plan(M, N, K, tiny):
     for b_k_major in (True, False):

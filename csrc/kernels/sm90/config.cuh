@@ -103,7 +103,7 @@ struct WgmmaConfig {
   static constexpr int kBoxCols = kSwizzleBytes / kElementBytes;  // 64 (16-bit) or 32 (fp32)
   // Whether C leaves through the boxes at all (a slim tile is not whole boxes: from registers).
   static constexpr bool kBoxedC = kBlockN % kBoxCols == 0;
-  static constexpr int kBoxesPerTile = kBoxedC ? kBlockN / kBoxCols : 1;  // a consumer: 4, 8, 3, 2
+  static constexpr int kBoxesPerTile = kBoxedC ? kBlockN / kBoxCols : 1;  // a consumer: 4, 8, 3, 2, 1
   static constexpr int kBoxBytes = kMmaM * kSwizzleBytes;         // 8 KB
   static constexpr int kSmemLimit = 227 * 1024;  // sm_90's dynamic shared memory per block
   static constexpr int kPipelineBytes = kStages * (kStageBytesA + kStageBytesB);

@@ -79,6 +79,13 @@ constexpr int64_t kSmallSplitMinKTiles = 8;
 // (0.183 µs a k-tile at 512×1024 on the H100 against cuBLAS's 0.154) than the split's sum saves.
 constexpr int64_t kTinyMaxNarrowRows = 8;
 constexpr int64_t kTinyMaxKTiles = 32;
+
+// The blocks of 64×64 tiles in pairs along M: with an odd number of tile rows the last pair's
+// second block is past M but still a block (192 rows against 2560 columns: 120 tiles, 160 blocks,
+// two rounds of the 66 resident pairs).
+int64_t tiny_pair_blocks(const GemmParams& p, int64_t narrow_m) {
+  return ceil_div(narrow_m, 2) * 2 * ceil_div(p.N, kWgmmaTinyBlockN) * p.batch;
+}
 // Two rows of 64×128 tiles split along K take 128×128 tiles split in 4 instead (two consumer
 // warpgroups a block, a cluster of 4 a tile) where those are at least as many blocks, fit in one
 // wave of clusters of 4, and K has at least this many k-tiles: 128 rows against 2048–3072 columns
@@ -578,7 +585,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
       shape.consumers = 2, shape.split_k = kMediumSlices;
       shape.tile_rule = TileRule::kMediumSplit;
     } else if (split <= 2 && o.clusters && narrow_m >= 2 && narrow_m <= kTinyMaxNarrowRows &&
-               k_tiles <= kTinyMaxKTiles && shape.tiny_tiles * 2 > sms && shape.tiny_tiles <= sms) {
+               k_tiles <= kTinyMaxKTiles && shape.tiny_tiles * 2 > sms &&
+               tiny_pair_blocks(p, narrow_m) <= sms) {
       shape.block_n = static_cast<int>(kWgmmaTinyBlockN), shape.split_k = 1;
       shape.tile_rule = TileRule::kTiny;
     }
@@ -1173,14 +1181,17 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                str(s.small_tiles) + " tiles of 64x128 leave half of the SMs idle; " +
                slices_reason(s.split_k, sms, kSmallSplitMinKTiles, F::kMaxSmallSlices);
       break;
-    case TileRule::kTiny:
+    case TileRule::kTiny: {
+      const int64_t narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
       r.tile = "64x64, one consumer warpgroup: " + no_wide + "; the " + str(s.tiny_tiles) +
-               " tiles of 64x64 in " + str(ceil_div(p.M, kWgmmaNarrowBlockM)) + " rows (2 to " +
-               str(kTinyMaxNarrowRows) + ") fill more than half of the " + str(sms) +
-               " SMs in one wave, paired, with K's " + str(plan.k_tiles) + " k-tiles (at most " +
-               str(kTinyMaxKTiles) + "), where the " + str(s.small_tiles) +
-               " tiles of 64x128 fill them only unpaired and split in 2 (or leave half idle)";
+               " tiles of 64x64 in " + str(narrow_m) + " rows (2 to " + str(kTinyMaxNarrowRows) +
+               ") fill more than half of the " + str(sms) + " SMs in one wave of " +
+               str(tiny_pair_blocks(p, narrow_m)) + " paired blocks, with K's " +
+               str(plan.k_tiles) + " k-tiles (at most " + str(kTinyMaxKTiles) + "), where the " +
+               str(s.small_tiles) + " tiles of 64x128 would fill at most half of them whole, or " +
+               "all of them only split in 2, unpaired";
       break;
+    }
     case TileRule::kMediumSplit:
       r.tile = "128x128 split in " + str(s.split_k) + " along K, two consumer warpgroups: " +
                no_wide + "; the " + str(s.small_tiles) + " tiles of 64x128 leave half of the SMs " +
@@ -1351,6 +1362,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                   (s.block_n == kWgmmaMidBlockN && !plan.product.b.k_major
                        ? "N-major, it goes as three 64-column boxes, two copied by one block and "
                          "one by the other"
+                   : s.block_n == kWgmmaTinyBlockN && !plan.product.b.k_major
+                       ? "N-major, it is one 64-column box, copied by one block of the pair"
                        : "each copies half of it") +
                   " by TMA multicast, so B crosses from L2 once per pair";
       break;

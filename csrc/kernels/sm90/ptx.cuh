@@ -382,6 +382,8 @@ __device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], const uint
 #undef TORCH_GEMM_ACC_80
 #undef TORCH_GEMM_ACC_REGS_96
 #undef TORCH_GEMM_ACC_REGS_80
+#undef TORCH_GEMM_ACC_64
+#undef TORCH_GEMM_ACC_REGS_64
 #undef TORCH_GEMM_ACC_REGS_MID
 #undef TORCH_GEMM_ACC_REGS_256
 #undef TORCH_GEMM_WGMMA
