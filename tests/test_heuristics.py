@@ -955,7 +955,7 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (1, 8192, 2048, BF16, 90, True, 8192, "decode_sm80"),  # 128 blocks of 64 columns: one an SM
     (16, 8448, 1024, BF16, 90, True, 8448, "decode_sm80"), # 132 blocks, the shortest K
     (16, 5120, 1024, BF16, 90, True, 5120, "wgmma_sm90"),  # a weight under 6·2^20 elements
-    (16, 8512, 1024, BF16, 90, True, 8512, "wgmma_sm90"),  # 133 blocks: more than the SMs
+    (16, 16960, 1024, BF16, 90, True, 16960, "wgmma_sm90"),  # 265 blocks: more than 2 an SM
     (16, 4096, 1016, BF16, 90, True, 4096, "wgmma_sm90"),  # too short a K
     (17, 4096, 4096, BF16, 90, True, 4096, "wgmma_sm90"),  # past 16 rows
     (16, 4100, 4096, BF16, 90, True, 4100, "wgmma_sm90"),  # rows not whole 16-byte vectors
@@ -1216,6 +1216,9 @@ def test_n_major_preferred_by_auto():
     assert not n_major(16, 4096, 1016)["preferred"]          # too short a K
     assert not n_major(16, 5120, 1024)["preferred"]          # 5·2^20 elements: too small a weight
     assert n_major(16, 3072, 2048)["preferred"]              # 6·2^20
-    assert not n_major(16, 8512, 4096)["preferred"]          # 133 blocks on 132 SMs
-    assert n_major(16, 8512, 4096, sm_count=144)["preferred"]
-    assert not n_major(4, 2048, 4096, batch=5)["preferred"]  # 160 blocks over the batch
+    assert n_major(16, 14336, 4096)["preferred"]             # 224 blocks: 1.7 on 132 SMs
+    assert not n_major(16, 16960, 4096)["preferred"]         # 265 blocks: more than 2 an SM
+    assert n_major(16, 16960, 4096, sm_count=144)["preferred"]
+    assert not n_major(16, 28672, 4096)["preferred"]         # 448 blocks
+    assert not n_major(4, 2048, 4096, batch=9)["preferred"]  # 288 blocks over the batch
+    assert n_major(4, 2048, 4096, batch=8)["preferred"]      # 256

@@ -32,14 +32,18 @@ constexpr int64_t kRoundsMaxRowBytes = 16384;
 
 // kernel="auto" on sm_90 takes the N-major kernel over wgmma's 64-row tiles (decode_n_major_preferred)
 // where K has at least kNMajorMinK rows, the weight at least kNMajorMinWeight elements and the
-// 64-column blocks are at most one a multiprocessor: over the models grid's dx products at 1, 8
-// and 16 tokens that choice ran 1.049x as fast as wgmma alone on an H100 (0.965 of torch →
-// 1.013, one run), and on an H200 came to 0.976 of torch where wgmma's record has 0.946 (the
-// products it takes: 0.994 against 0.943). With a shorter K or a
-// smaller weight (launch-bound, 8–14 µs: 2048–5120 columns against 1024 rows, 2048–2560 against
-// 2048) and more blocks than SMs (N = 28672: 3.4 an SM) wgmma's tiles were as fast or faster
-// (benchmarks/NOTES.md, session 39).
+// 64-column blocks are at most kNMajorMaxBlocksPerSm a multiprocessor: over the models grid's dx
+// products at 1, 8 and 16 tokens the choice with one an SM ran 1.049x as fast as wgmma alone on an
+// H100 (0.965 of torch → 1.013, one run), and on an H200 came to 0.976 of torch where wgmma's
+// record has 0.946 (the products it takes: 0.994 against 0.943). From one to two an SM (11008 to
+// 14336 columns: 172–224 blocks, unsplit) the kernel ran 1.07x as fast as wgmma on an H100 (1.107
+// up to K = 4096, 1.031 past it, min 0.962) and 1.10–1.13x on an H200 (two runs, min 1.04),
+// each against the other in one run (benchmarks/NOTES.md, sessions 39 and 40). With a shorter K
+// or a smaller weight (launch-bound, 8–14 µs: 2048–5120 columns against 1024 rows, 2048–2560
+// against 2048) and more blocks (N = 28672: 3.4 an SM; 0.88–1.03 of wgmma's time) wgmma's tiles
+// were as fast or faster.
 constexpr int64_t kNMajorMinK = 1024;
+constexpr int64_t kNMajorMaxBlocksPerSm = 2;
 // The N-major kernel's clusters: blocks at most this many halves a multiprocessor (1.5).
 constexpr int64_t kMaxBlocksPerSmHalves = 3;
 constexpr int64_t kNMajorMinWeight = int64_t{6} << 20;
@@ -142,7 +146,8 @@ DecodeNMajorPlan plan_decode_n_major(const GemmParams& p, int64_t sms, bool clus
 
 bool decode_n_major_preferred(const GemmParams& p, int64_t sms) {
   return decode_n_major_layout(p) && p.K >= kNMajorMinK && p.N * p.K >= kNMajorMinWeight &&
-         ceil_div(p.N, int64_t{DecodeNMajorConfig::kColumns}) * launch_batch(p) <= sms;
+         ceil_div(p.N, int64_t{DecodeNMajorConfig::kColumns}) * launch_batch(p) <=
+             kNMajorMaxBlocksPerSm * sms;
 }
 
 int parse_decode_cluster(const char* value) {

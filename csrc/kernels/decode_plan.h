@@ -74,8 +74,8 @@ struct DecodeNMajorPlan {
 bool decode_n_major_layout(const GemmParams& p);
 
 // Whether kernel="auto" on sm_90 takes the N-major kernel for p over wgmma_sm90 (`sms`
-// multiprocessors): decode_n_major_layout, a long enough K and a large enough weight, at most one
-// block a multiprocessor.
+// multiprocessors): decode_n_major_layout, a long enough K and a large enough weight, at most two
+// blocks a multiprocessor.
 bool decode_n_major_preferred(const GemmParams& p, int64_t sms);
 
 // The plan of p (decode_n_major_layout) on `sms` multiprocessors; `clusters`: the

@@ -65,7 +65,7 @@ bool small_enough_for_gemv(const GemvOverDecode (&table)[kBounds], int64_t M, in
 // decode_sm80 would split K across blocks (its sums then need a second kernel, where wgmma's split
 // 64x128 tiles add theirs inside a cluster); on sm_90 against an N-major weight (dx) up to 16
 // rows decode_sm80's N-major kernel where K is long enough, the weight large enough and its
-// 64-column blocks at most one an SM
+// 64-column blocks at most two an SM
 // (decode_n_major_preferred); fp32/fp64 up to two rows, and
 // one bf16/fp16 row before sm_80, on gemv, which streams B once where a tile would be mostly
 // empty rows; float32 with TF32 allowed on sm_90 up to 16 rows against weights of moderate size
@@ -155,8 +155,8 @@ const char* describe_auto_choice(AutoRule rule) {
       "across blocks and add the sums in a second kernel; wgmma_sm90's 64x128 tiles split K "
       "inside a cluster instead",
       "decode against an N-major B (dx = dy·W of a linear) on compute capability 9.0: up to 16 "
-      "bf16/fp16 rows, K of at least 1024 and a weight of at least 6·2^20 elements, at most one "
-      "64-column block a multiprocessor: "
+      "bf16/fp16 rows, K of at least 1024 and a weight of at least 6·2^20 elements, at most two "
+      "64-column blocks a multiprocessor: "
       "decode_sm80 streams B's rows once through mma.sync, K split across a block's warps and a "
       "cluster's blocks, where wgmma's 64-row tiles would be mostly empty rows",
       "decode in tf32 on compute capability 9.0: float32 with TF32 allowed, 3 to 16 rows of A "
