@@ -228,7 +228,8 @@ def explain(
         answer["plan"] = _C.decode_n_major_plan(
             M, N, K, dtype=_torch_dtype_name(dtype), sm_count=sm_count, batch=batch,
             clusters=sm == 90 and with_sm90a,
-            cluster=os.environ.get("TORCH_GEMM_DECODE_CLUSTER"), a_strides=list(a.stride()), b_strides=list(b.stride()),
+            cluster=os.environ.get("TORCH_GEMM_DECODE_CLUSTER"), a_strides=list(a.stride()),
+            b_strides=list(b.stride()),
             a_address=_address(a), b_address=_address(b))
     if answer["kernel"] == "wgmma_sm90":
         if dtype not in (torch.bfloat16, torch.float16, torch.float32):

@@ -103,7 +103,8 @@ struct WgmmaConfig {
   static constexpr int kBoxCols = kSwizzleBytes / kElementBytes;  // 64 (16-bit) or 32 (fp32)
   // Whether C leaves through the boxes at all (a slim tile is not whole boxes: from registers).
   static constexpr bool kBoxedC = kBlockN % kBoxCols == 0;
-  static constexpr int kBoxesPerTile = kBoxedC ? kBlockN / kBoxCols : 1;  // a consumer: 4, 8, 3, 2, 1
+  // A consumer's boxes: 16-bit 4, 3, 2 or 1 (256, 192, 128, 64 columns); fp32 8 or 4 (256, 128).
+  static constexpr int kBoxesPerTile = kBoxedC ? kBlockN / kBoxCols : 1;
   static constexpr int kBoxBytes = kMmaM * kSwizzleBytes;         // 8 KB
   static constexpr int kSmemLimit = 227 * 1024;  // sm_90's dynamic shared memory per block
   static constexpr int kPipelineBytes = kStages * (kStageBytesA + kStageBytesB);

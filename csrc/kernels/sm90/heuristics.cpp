@@ -86,6 +86,7 @@ constexpr int64_t kTinyMaxKTiles = 32;
 int64_t tiny_pair_blocks(const GemmParams& p, int64_t narrow_m) {
   return ceil_div(narrow_m, 2) * 2 * ceil_div(p.N, kWgmmaTinyBlockN) * p.batch;
 }
+
 // Two rows of 64×128 tiles split along K take 128×128 tiles split in 4 instead (two consumer
 // warpgroups a block, a cluster of 4 a tile) where those are at least as many blocks, fit in one
 // wave of clusters of 4, and K has at least this many k-tiles: 128 rows against 2048–3072 columns
