@@ -112,15 +112,15 @@ def test_few_tiles_take_64x128_tiles(dtype):
 # Resident clusters counted on for 132 SMs: 66 pairs, 28 of 4, 14 of 8 (7/8 of 132 / size); at
 # least 8 k-tiles a slice.
 @pytest.mark.parametrize("M, N, K, split", [
-    (32, 4096, 4096, 2),    # 32 tiles of 64x128: more than 28 clusters of 4
+    (32, 4096, 8192, 2),    # 32 tiles of 64x128: more than 28 clusters of 4
     (64, 4096, 14336, 2),
     (128, 4096, 4096, 2),   # 64 tiles
     (16, 2048, 8192, 4),    # 16 tiles: more than 14 clusters of 8
-    (16, 2048, 1024, 2),    # 16 k-tiles: 8 a slice at most
+    (16, 1024, 1024, 2),    # 16 k-tiles: 8 a slice at most
     (64, 1024, 2048, 4),    # 8 tiles, 32 k-tiles
     (64, 1024, 8192, 8),    # 8 tiles: at most 8 slices (a cluster)
-    (64, 2560, 2560, 4),    # 20 tiles, 40 k-tiles
-    (64, 4096, 1984, 2),    # 32 tiles, 31 k-tiles
+    (64, 2560, 5632, 4),    # 20 tiles, 88 k-tiles
+    (64, 1536, 1984, 2),    # 12 tiles, 31 k-tiles
     (64, 5120, 5120, 2),    # 40 tiles
 ])
 def test_few_64x128_tiles_split_k(M, N, K, split):
@@ -498,7 +498,7 @@ def test_at_most_64_rows_keep_128x256_tiles_beyond_one_round():
 
 @pytest.mark.parametrize("why, M, N, K", [
     ("half the SMs busy", 256, 4096, 4096),  # 128 tiles of 64x128
-    ("short K", 64, 4096, 960),               # 15 k-tiles: fewer than 8 a slice in two
+    ("short K", 64, 1536, 960),               # 15 k-tiles: fewer than 8 a slice in two
 ])
 def test_64x128_tiles_unsplit(why, M, N, K):
     p = plan(M, N, K)
@@ -796,7 +796,6 @@ def test_medium_split_by_the_plan(M, N, K, tile, split):
     (1024, 1024, 2048, False),            # 256 tiles: two waves
     (192, 2560, 2048, False),             # 120 tiles, but 160 blocks in pairs (3 rows): two rounds
     (1024, 512, 2048, False),             # 16 rows of 64
-    (64, 8192, 2048, False),              # one row
 ])
 def test_tiny_tiles_by_the_plan(M, N, K, tiny):
     for b_k_major in (True, False):
@@ -809,6 +808,33 @@ def test_tiny_tiles_by_the_plan(M, N, K, tiny):
         assert "tiles of 64x64" in p["why"]["tile"] and p["store"] == "tma"
     if tiny:
         for kwargs in [dict(dtype=FP32), dict(row_sum=True), dict(cluster="1"), dict(sm_count=2 * SMS)]:
+            assert tuple(plan(M, N, K, **kwargs)["tile"]) != (64, 64), kwargs
+
+
+# One row of 64-row tiles (at most 64 rows) takes 64x64 tiles, unpaired and whole, where they are
+# 32 to one wave and K has at most 64 k-tiles, and at most 3/2 a tile: forward and dx. Not with
+# fewer columns (the split 64x128 tiles), a longer K, more tiles than SMs, two rows (the paired
+# rule's), tf32, row sums, or under TORCH_GEMM_WGMMA_STREAM_K=3 (its 64x128 tiles dealt out).
+@pytest.mark.parametrize("M, N, K, tiny", [
+    (64, 2048, 2048, True), (8, 3072, 2048, True), (1, 8192, 4096, True), (33, 2001, 3000, True),
+    (64, 4096, 256, True),                # 4 k-tiles: the 64x128 tiles whole, half the blocks
+    (64, 1024, 2048, False),              # 16 tiles
+    (64, 2048, 3136, False),              # 49 k-tiles for 32 tiles
+    (64, 4096, 4160, False),              # 65 k-tiles
+    (64, 8512, 2048, False),              # 133 tiles: more than one wave
+])
+def test_tiny_tiles_in_one_row(M, N, K, tiny):
+    for b_k_major in (True, False):
+        p = plan(M, N, K, b_k_major=b_k_major)
+        assert_supported(p, BF16)
+        if not tiny:
+            assert tuple(p["tile"]) != (64, 64), p["why"]["tile"]
+            continue
+        assert tuple(p["tile"]) == (64, 64) and p["cluster"] == 1 and p["split_k"] == 1, p["why"]["tile"]
+        assert "one row of" in p["why"]["tile"] and "whole" in p["why"]["split_k"]
+        assert p["grid"] == -(-N // 64)
+    if tiny:
+        for kwargs in [dict(dtype=FP32), dict(row_sum=True), dict(stream_k="3")]:
             assert tuple(plan(M, N, K, **kwargs)["tile"]) != (64, 64), kwargs
 
 

@@ -238,14 +238,23 @@ WGMMA_MID_SHAPES = [(1, 1024, 2560, 2048), (1, 1000, 2504, 1100), (1, 1000, 2501
 
 
 # wgmma_sm90 splits each 64×128 tile along K in 2, 4 or 8 slices (a cluster) where even those tiles
-# leave half the SMs idle: few rows against a weight. On a 132-SM H100/H200: 32 and 64 tiles in
-# 2 slices (TMA stores of whole boxes); 16 tiles in 4 (owned columns narrower than an epilogue
-# box: stored from registers), one with C rows of 2001 elements and a last slice shorter (47
-# k-tiles); 8 tiles in 4 with a prime K (33 k-tiles: slices of 9, the last 6); 8 tiles in 8, one
-# with C rows of 1001 elements; batched; two tile rows, the second ragged (47 k-tiles in 2).
-WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 4096), (1, 64, 8192, 2048), (1, 16, 2048, 2048),
-                            (1, 50, 2001, 3000), (1, 64, 1000, 2053), (1, 20, 1000, 8200),
-                            (1, 30, 1001, 9001), (3, 40, 1024, 4096), (1, 100, 2048, 3000)]
+# leave half the SMs idle: few rows against a weight (and K too long for 64×64 tiles in one row).
+# On a 132-SM H100/H200: 32 and 64 tiles in 2 slices (TMA stores of whole boxes); 16 tiles in 4
+# (owned columns narrower than an epilogue box: stored from registers), one with C rows of 2001
+# elements and a last slice shorter (55 k-tiles); 8 tiles in 4 with a prime K (33 k-tiles: slices
+# of 9, the last 6); 8 tiles in 8, one with C rows of 1001 elements; batched; two tile rows, the
+# second ragged (47 k-tiles in 2).
+WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 8192), (1, 64, 8192, 4160), (1, 16, 2048, 4096),
+                            (1, 50, 2001, 3500), (1, 64, 1000, 2053), (1, 20, 1000, 8200),
+                            (1, 30, 1001, 9001), (3, 40, 1024, 8192), (1, 100, 2048, 3000)]
+
+
+# wgmma_sm90 takes 64×64 tiles, unpaired and whole, in one tile row (at most 64 rows) where they
+# are 32 to one wave of tiles and K short enough. On a 132-SM H100/H200: 32 tiles; an edge tile
+# in N with C rows of 2001 elements (stored from registers); one row with a K not a multiple of
+# the k-tile; batched (32 tiles a batch element).
+WGMMA_TINY_ONE_ROW_SHAPES = [(1, 64, 2048, 2048), (1, 33, 2001, 3000), (1, 1, 4096, 1000),
+                             (2, 16, 2048, 1024)]
 
 
 # wgmma_sm90 splits 128×128 tiles along K in 4 (two consumers, a cluster of 4) where two rows of
@@ -276,6 +285,8 @@ WGMMA_ODD_ROWS_SHAPES = [(1, 384, 4096, 4096), (1, 300, 14300, 2048), (1, 640, 3
 WGMMA_PATH_PLANS = {
     "small_tiles": (lambda: WGMMA_SMALL_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] == 1),
     "tiny_tiles": (lambda: WGMMA_TINY_SHAPES, lambda p: tuple(p["tile"]) == (64, 64) and p["cluster"] == 2),
+    "tiny_one_row": (lambda: WGMMA_TINY_ONE_ROW_SHAPES,
+                     lambda p: tuple(p["tile"]) == (64, 64) and p["cluster"] == 1 and p["split_k"] == 1),
     "medium_tiles": (lambda: WGMMA_MEDIUM_SHAPES,
                      lambda p: tuple(p["tile"]) == (128, 128) and p["cluster"] == 2),
     "mid_tiles": (lambda: WGMMA_MID_SHAPES, lambda p: tuple(p["tile"]) == (128, 192)),
@@ -322,10 +333,11 @@ WGMMA_STREAM_K_SHAPES = [(1, 3072, 4352, 4096), (1, 3200, 4000, 2600), (1, 3300,
 WGMMA_SIXTEEN_BIT_PATHS = {
     "small_tiles": (WGMMA_SMALL_SHAPES, [(1000, 1000, 1000), (130, 250, 127)]),
     "tiny_tiles": (WGMMA_TINY_SHAPES, [(512, 1024, 2048), (190, 2001, 1031)]),
+    "tiny_one_row": (WGMMA_TINY_ONE_ROW_SHAPES, [(64, 2048, 2048), (33, 2001, 3000)]),
     "medium_tiles": (WGMMA_MEDIUM_SHAPES, [(1024, 1616, 2100), (1000, 2001, 2500)]),
     "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
     "slim_tiles": (WGMMA_SLIM_SHAPES, [(1024, 1104, 2100), (700, 1800, 4099)]),
-    "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 4096), (64, 1000, 2053), (20, 1000, 8200)]),
+    "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 8192), (64, 1000, 2053), (20, 1000, 8200)]),
     "medium_split_k": (WGMMA_MEDIUM_SPLIT_SHAPES, [(128, 2048, 12288), (100, 2001, 12289)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
     "odd_rows": (WGMMA_ODD_ROWS_SHAPES, [(384, 4096, 4096), (330, 4001, 3000)]),

@@ -79,6 +79,20 @@ constexpr int64_t kSmallSplitMinKTiles = 8;
 // (0.183 µs a k-tile at 512×1024 on the H100 against cuBLAS's 0.154) than the split's sum saves.
 constexpr int64_t kTinyMaxNarrowRows = 8;
 constexpr int64_t kTinyMaxKTiles = 32;
+// One row of 64-row tiles (at most 64 rows: the few tokens of decode or a small batch) takes
+// 64×64 tiles, unpaired and whole, where they are kTinyOneRowMinTiles to one wave and K has at
+// most 3/2 k-tiles a tile (and kTinyOneRowMaxKTiles): twice the blocks of the 64×128 tiles, each
+// streaming half the weight's columns, where those would split K in 2 or 4 and add the slices'
+// sums. Forced on the grid's forwards and dx products of 8 and 64 tokens with a weight of at most
+// 2^24 elements (H100, session 41, each against torch in its process): 2048–8192 columns (32–128
+// tiles) with 4–64 k-tiles 0.83–0.96 → 0.91–1.06 of torch, most where the plan split 64×128
+// tiles (64×3072×2048 dx 0.80 → 0.97); 2048 columns with 64–128 k-tiles, or fewer columns, slower
+// than the split 64×128 tiles (0.84–0.93 against 0.97–1.0). Under the rule, at 4, 16 and 64
+// tokens, its 94 products ran 0.999 of torch (min 0.90), against 0.869 for the 64×128 tiles split
+// in 2 in the same build. (Run transposed instead, Cᵀ = Bᵀ·Aᵀ with the tokens as wgmma's N, the
+// same products ran 0.70–0.89: slower under every split and tile tried.)
+constexpr int64_t kTinyOneRowMinTiles = 32;
+constexpr int64_t kTinyOneRowMaxKTiles = 64;
 
 // The blocks of 64×64 tiles in pairs along M: with an odd number of tile rows the last pair's
 // second block is past M but still a block (192 rows against 2560 columns: 120 tiles, 160 blocks,
@@ -590,6 +604,11 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
                tiny_pair_blocks(p, narrow_m) <= sms) {
       shape.block_n = static_cast<int>(kWgmmaTinyBlockN), shape.split_k = 1;
       shape.tile_rule = TileRule::kTiny;
+    } else if (narrow_m == 1 && o.stream_k != 3 && shape.tiny_tiles >= kTinyOneRowMinTiles &&
+               shape.tiny_tiles <= sms && k_tiles <= kTinyOneRowMaxKTiles &&
+               2 * k_tiles <= 3 * shape.tiny_tiles) {
+      shape.block_n = static_cast<int>(kWgmmaTinyBlockN), shape.split_k = 1;
+      shape.tile_rule = TileRule::kTinyOneRow;
     }
   } else if (splittable && narrow_m >= 2) {
     const bool fewer_rounds = rounds(medium) * kMediumTileCostTenths < rounds(wide) * 10;
@@ -1193,6 +1212,14 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                "all of them only split in 2, unpaired";
       break;
     }
+    case TileRule::kTinyOneRow:
+      r.tile = "64x64, one consumer warpgroup: " + no_wide + "; one row of " +
+               str(s.tiny_tiles) + " tiles of 64x64 (" + str(kTinyOneRowMinTiles) +
+               " to one wave of " + str(sms) + ") with K's " + str(plan.k_tiles) +
+               " k-tiles (at most 3/2 a tile, and " + str(kTinyOneRowMaxKTiles) +
+               "): twice the blocks of the " + str(s.small_tiles) +
+               " tiles of 64x128, whole, where those would split K";
+      break;
     case TileRule::kMediumSplit:
       r.tile = "128x128 split in " + str(s.split_k) + " along K, two consumer warpgroups: " +
                no_wide + "; the " + str(s.small_tiles) + " tiles of 64x128 leave half of the SMs " +
@@ -1345,6 +1372,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     r.split_k = "none: fused row sums follow whole tiles";
   } else if (s.tile_rule == TileRule::kTiny) {
     r.split_k = "none: the 64x64 tiles fill more than half of the SMs whole, paired";
+  } else if (s.tile_rule == TileRule::kTinyOneRow) {
+    r.split_k = "none: the 64x64 tiles stream the weight whole, twice the blocks of 64x128 ones";
   } else if (s.tile_rule == TileRule::kSmall) {
     r.split_k = s.small_tiles > resident_split_clusters(sms, 2)
                     ? "none: the " + str(s.small_tiles) + " tiles of 64x128 fill half of the SMs"
