@@ -120,6 +120,8 @@ def test_few_tiles_take_64x128_tiles(dtype):
     (64, 1024, 2048, 4),    # 8 tiles, 32 k-tiles
     (64, 1024, 8192, 8),    # 8 tiles: at most 8 slices (a cluster)
     (64, 2560, 5632, 4),    # 20 tiles, 88 k-tiles
+    (64, 2560, 2560, 2),    # 20 tiles in one row, 40 k-tiles: past 2 slices only with 16 a slice
+    (64, 3072, 4096, 4),    # 24 tiles in one row, 64 k-tiles
     (64, 1536, 1984, 2),    # 12 tiles, 31 k-tiles
     (64, 5120, 5120, 2),    # 40 tiles
 ])
@@ -812,15 +814,14 @@ def test_tiny_tiles_by_the_plan(M, N, K, tiny):
 
 
 # One row of 64-row tiles (at most 64 rows) takes 64x64 tiles, unpaired and whole, where they are
-# 32 to one wave and K has at most 64 k-tiles, and at most 3/2 a tile: forward and dx. Not with
+# 32 to one wave and K has at most 32 k-tiles: forward and dx. Not with
 # fewer columns (the split 64x128 tiles), a longer K, more tiles than SMs, two rows (the paired
 # rule's), tf32, row sums, or under TORCH_GEMM_WGMMA_STREAM_K=3 (its 64x128 tiles dealt out).
 @pytest.mark.parametrize("M, N, K, tiny", [
-    (64, 2048, 2048, True), (8, 3072, 2048, True), (1, 8192, 4096, True), (33, 2001, 3000, True),
+    (64, 2048, 2048, True), (8, 3072, 2048, True), (1, 8192, 2048, True), (33, 2001, 2000, True),
     (64, 4096, 256, True),                # 4 k-tiles: the 64x128 tiles whole, half the blocks
     (64, 1024, 2048, False),              # 16 tiles
-    (64, 2048, 3136, False),              # 49 k-tiles for 32 tiles
-    (64, 4096, 4160, False),              # 65 k-tiles
+    (64, 4096, 2112, False),              # 33 k-tiles
     (64, 8512, 2048, False),              # 133 tiles: more than one wave
 ])
 def test_tiny_tiles_in_one_row(M, N, K, tiny):

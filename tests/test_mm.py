@@ -250,10 +250,10 @@ WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 8192), (1, 64, 8192, 4160), (1, 16, 20
 
 
 # wgmma_sm90 takes 64×64 tiles, unpaired and whole, in one tile row (at most 64 rows) where they
-# are 32 to one wave of tiles and K short enough. On a 132-SM H100/H200: 32 tiles; an edge tile
-# in N with C rows of 2001 elements (stored from registers); one row with a K not a multiple of
-# the k-tile; batched (32 tiles a batch element).
-WGMMA_TINY_ONE_ROW_SHAPES = [(1, 64, 2048, 2048), (1, 33, 2001, 3000), (1, 1, 4096, 1000),
+# are 32 to one wave of tiles and K at most 32 k-tiles. On a 132-SM H100/H200: 32 tiles; an edge
+# tile in N with C rows of 2001 elements (stored from registers) and a ragged last k-tile; one row
+# with a K not a multiple of the k-tile; batched (32 tiles a batch element).
+WGMMA_TINY_ONE_ROW_SHAPES = [(1, 64, 2048, 2048), (1, 33, 2001, 2000), (1, 1, 4096, 1000),
                              (2, 16, 2048, 1024)]
 
 
@@ -333,7 +333,7 @@ WGMMA_STREAM_K_SHAPES = [(1, 3072, 4352, 4096), (1, 3200, 4000, 2600), (1, 3300,
 WGMMA_SIXTEEN_BIT_PATHS = {
     "small_tiles": (WGMMA_SMALL_SHAPES, [(1000, 1000, 1000), (130, 250, 127)]),
     "tiny_tiles": (WGMMA_TINY_SHAPES, [(512, 1024, 2048), (190, 2001, 1031)]),
-    "tiny_one_row": (WGMMA_TINY_ONE_ROW_SHAPES, [(64, 2048, 2048), (33, 2001, 3000)]),
+    "tiny_one_row": (WGMMA_TINY_ONE_ROW_SHAPES, [(64, 2048, 2048), (33, 2001, 2000)]),
     "medium_tiles": (WGMMA_MEDIUM_SHAPES, [(1024, 1616, 2100), (1000, 2001, 2500)]),
     "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
     "slim_tiles": (WGMMA_SLIM_SHAPES, [(1024, 1104, 2100), (700, 1800, 4099)]),
