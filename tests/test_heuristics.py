@@ -787,55 +787,46 @@ def test_medium_split_by_the_plan(M, N, K, tile, split):
 # 64x64 tiles, paired, where they fill more than half of the SMs in one wave in 2 to 8 rows of 64,
 # K has at most 32 k-tiles and the plan would split 64x128 tiles in 2 or leave them whole: a few
 # hundred rows against a narrow weight, forward (B K-major) and dx (N-major); not with a longer K,
-# where they fill half the SMs or less, make two waves, span more than 8 rows, in one row, without
-# pairs, or for tf32 or row sums.
-@pytest.mark.parametrize("M, N, K, tiny", [
-    (512, 1024, 2048, True), (256, 2048, 2048, True), (128, 4096, 1024, True), (200, 1504, 1999, True),
-    (256, 2048, 256, True),               # 64x128 tiles too short a K to split: paired, whole
-    (512, 1024, 2049, False),             # 33 k-tiles
-    (128, 4096, 28672, False),            # 448 k-tiles
-    (512, 512, 2048, False),              # 64 tiles: half the SMs
-    (1024, 1024, 2048, False),            # 256 tiles: two waves
-    (192, 2560, 2048, False),             # 120 tiles, but 160 blocks in pairs (3 rows): two rounds
-    (1024, 512, 2048, False),             # 16 rows of 64
+# where they fill half the SMs or less, make two waves, span more than 8 rows, without pairs, or
+# for tf32 or row sums. And in one row of 64 (at most 64 rows), unpaired and whole, where they are
+# 32 to one wave and K has at most 32 k-tiles; not with fewer columns (the split 64x128 tiles), a
+# longer K, more tiles than SMs, tf32, row sums, or under TORCH_GEMM_WGMMA_STREAM_K=3 (its 64x128
+# tiles dealt out).
+@pytest.mark.parametrize("M, N, K, kind", [
+    (512, 1024, 2048, "pairs"), (256, 2048, 2048, "pairs"), (128, 4096, 1024, "pairs"),
+    (200, 1504, 1999, "pairs"),
+    (256, 2048, 256, "pairs"),          # 64x128 tiles too short a K to split: paired, whole
+    (512, 1024, 2049, None),            # 33 k-tiles
+    (128, 4096, 28672, None),           # 448 k-tiles
+    (512, 512, 2048, None),             # 64 tiles: half the SMs
+    (1024, 1024, 2048, None),           # 256 tiles: two waves
+    (192, 2560, 2048, None),            # 120 tiles, but 160 blocks in pairs (3 rows): two rounds
+    (1024, 512, 2048, None),            # 16 rows of 64
+    (64, 2048, 2048, "one row"), (8, 3072, 2048, "one row"), (1, 8192, 2048, "one row"),
+    (33, 2001, 2000, "one row"),
+    (64, 4096, 256, "one row"),         # 4 k-tiles: the 64x128 tiles whole, half the blocks
+    (64, 1024, 2048, None),             # one row of 16 tiles
+    (64, 4096, 2112, None),             # one row, 33 k-tiles
+    (64, 8512, 2048, None),             # one row of 133 tiles: more than one wave
 ])
-def test_tiny_tiles_by_the_plan(M, N, K, tiny):
+def test_tiny_tiles_by_the_plan(M, N, K, kind):
+    pairs = kind == "pairs"
     for b_k_major in (True, False):
         p = plan(M, N, K, b_k_major=b_k_major)
         assert_supported(p, BF16)
-        if not tiny:
+        if kind is None:
             assert tuple(p["tile"]) != (64, 64), p["why"]["tile"]
             continue
-        assert tuple(p["tile"]) == (64, 64) and p["cluster"] == 2 and p["split_k"] == 1, p["why"]["tile"]
-        assert "tiles of 64x64" in p["why"]["tile"] and p["store"] == "tma"
-    if tiny:
-        for kwargs in [dict(dtype=FP32), dict(row_sum=True), dict(cluster="1"), dict(sm_count=2 * SMS)]:
-            assert tuple(plan(M, N, K, **kwargs)["tile"]) != (64, 64), kwargs
-
-
-# One row of 64-row tiles (at most 64 rows) takes 64x64 tiles, unpaired and whole, where they are
-# 32 to one wave and K has at most 32 k-tiles: forward and dx. Not with
-# fewer columns (the split 64x128 tiles), a longer K, more tiles than SMs, two rows (the paired
-# rule's), tf32, row sums, or under TORCH_GEMM_WGMMA_STREAM_K=3 (its 64x128 tiles dealt out).
-@pytest.mark.parametrize("M, N, K, tiny", [
-    (64, 2048, 2048, True), (8, 3072, 2048, True), (1, 8192, 2048, True), (33, 2001, 2000, True),
-    (64, 4096, 256, True),                # 4 k-tiles: the 64x128 tiles whole, half the blocks
-    (64, 1024, 2048, False),              # 16 tiles
-    (64, 4096, 2112, False),              # 33 k-tiles
-    (64, 8512, 2048, False),              # 133 tiles: more than one wave
-])
-def test_tiny_tiles_in_one_row(M, N, K, tiny):
-    for b_k_major in (True, False):
-        p = plan(M, N, K, b_k_major=b_k_major)
-        assert_supported(p, BF16)
-        if not tiny:
-            assert tuple(p["tile"]) != (64, 64), p["why"]["tile"]
-            continue
-        assert tuple(p["tile"]) == (64, 64) and p["cluster"] == 1 and p["split_k"] == 1, p["why"]["tile"]
-        assert "one row of" in p["why"]["tile"] and "whole" in p["why"]["split_k"]
-        assert p["grid"] == -(-N // 64)
-    if tiny:
-        for kwargs in [dict(dtype=FP32), dict(row_sum=True), dict(stream_k="3")]:
+        assert tuple(p["tile"]) == (64, 64) and p["split_k"] == 1, p["why"]["tile"]
+        assert p["cluster"] == (2 if pairs else 1), p["why"]["cluster"]
+        if pairs:
+            assert "tiles of 64x64" in p["why"]["tile"] and p["store"] == "tma"
+        else:
+            assert "one row of" in p["why"]["tile"] and "whole" in p["why"]["split_k"]
+            assert p["grid"] == -(-N // 64)
+    if kind is not None:
+        others = [dict(cluster="1"), dict(sm_count=2 * SMS)] if pairs else [dict(stream_k="3")]
+        for kwargs in [dict(dtype=FP32), dict(row_sum=True)] + others:
             assert tuple(plan(M, N, K, **kwargs)["tile"]) != (64, 64), kwargs
 
 
