@@ -120,8 +120,8 @@ def test_few_tiles_take_64x128_tiles(dtype):
     (64, 1024, 2048, 4),    # 8 tiles, 32 k-tiles
     (64, 1024, 8192, 8),    # 8 tiles: at most 8 slices (a cluster)
     (64, 2560, 5632, 4),    # 20 tiles, 88 k-tiles
-    (64, 2560, 2560, 2),    # 20 tiles in one row, 40 k-tiles: past 2 slices only with 16 a slice
-    (64, 3072, 4096, 4),    # 24 tiles in one row, 64 k-tiles
+    (64, 2560, 2560, 2),    # 20 tiles in one row, 40 k-tiles: past 2 only with more than 16 a slice
+    (64, 3072, 4160, 4),    # 24 tiles in one row, 65 k-tiles
     (64, 1536, 1984, 2),    # 12 tiles, 31 k-tiles
     (64, 5120, 5120, 2),    # 40 tiles
 ])
@@ -131,6 +131,15 @@ def test_few_64x128_tiles_split_k(M, N, K, split):
     assert p["grid"] == p["tiles"] * split <= SMS
     assert f"{split} slices of K" in p["why"]["split_k"]
     assert_supported(p, BF16)
+
+
+def test_one_row_of_many_tiles_splits_past_two_only_with_a_long_k():
+    # 24 tiles of 64x128 in one row would fit one wave of clusters of 4, but 64 k-tiles are 16 a
+    # slice: 2 slices, and explain says why; 65 k-tiles take 4; two rows (48 tiles) are not held.
+    p = plan(64, 3072, 4096)
+    assert p["split_k"] == 2 and "splits past 2 only with more than 16 k-tiles" in p["why"]["tile"]
+    assert plan(64, 3072, 4160)["split_k"] == 4
+    assert "splits past 2" not in plan(64, 2560, 5632)["why"]["tile"]
 
 
 # Where tf32's 64x256 tiles, even split in a whole cluster of 8 slices, leave most SMs idle and K
@@ -825,7 +834,8 @@ def test_tiny_tiles_by_the_plan(M, N, K, kind):
             assert "one row of" in p["why"]["tile"] and "whole" in p["why"]["split_k"]
             assert p["grid"] == -(-N // 64)
     if kind is not None:
-        others = [dict(cluster="1"), dict(sm_count=2 * SMS)] if pairs else [dict(stream_k="3")]
+        # One row: measured on one matrix only (a batch of them keeps the split 64x128 tiles).
+        others = [dict(cluster="1"), dict(sm_count=2 * SMS)] if pairs else [dict(stream_k="3"), dict(batch=2)]
         for kwargs in [dict(dtype=FP32), dict(row_sum=True)] + others:
             assert tuple(plan(M, N, K, **kwargs)["tile"]) != (64, 64), kwargs
 

@@ -250,11 +250,11 @@ WGMMA_SMALL_SPLIT_SHAPES = [(1, 32, 4096, 8192), (1, 64, 8192, 4160), (1, 16, 20
 
 
 # wgmma_sm90 takes 64×64 tiles, unpaired and whole, in one tile row (at most 64 rows) where they
-# are 32 to one wave of tiles and K at most 32 k-tiles. On a 132-SM H100/H200: 32 tiles; an edge
-# tile in N with C rows of 2001 elements (stored from registers) and a ragged last k-tile; one row
-# with a K not a multiple of the k-tile; batched (32 tiles a batch element).
+# are 32 to one wave of tiles and K at most 32 k-tiles, one matrix. On a 132-SM H100/H200: 32
+# tiles; an edge tile in N with C rows of 2001 elements (stored from registers) and a ragged last
+# k-tile; one row with a K not a multiple of the k-tile; 16 rows, 16 k-tiles.
 WGMMA_TINY_ONE_ROW_SHAPES = [(1, 64, 2048, 2048), (1, 33, 2001, 2000), (1, 1, 4096, 1000),
-                             (2, 16, 2048, 1024)]
+                             (1, 16, 2048, 1024)]
 
 
 # wgmma_sm90 splits 128×128 tiles along K in 4 (two consumers, a cluster of 4) where two rows of

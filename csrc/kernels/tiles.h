@@ -31,7 +31,8 @@ constexpr int64_t kWgmmaSlimBlockN96 = 96;
 // 64×64 tiles (16-bit, one consumer, unsplit, paired along M): cuBLAS's tile for a few hundred
 // rows against a narrow weight (512 rows against 1024 columns: 128 tiles, each pair sharing its
 // 64 rows of B), where the 64×128 tiles fill the SMs only split along K, unpaired; and, unpaired,
-// for one row of 64 (a few tokens) against a weight of 2048 to 8448 columns.
+// for one row of 64 (a few tokens) against 32 to one wave of them (1985 to 8448 columns on 132
+// SMs).
 constexpr int64_t kWgmmaTinyBlockN = 64;
 constexpr bool is_slim_block_n(int64_t n) {
   return n == kWgmmaSlimBlockN80 || n == kWgmmaSlimBlockN96;

@@ -62,13 +62,14 @@ constexpr int64_t kPairOneWaveMinKTiles = 32;
 // to 64 tokens (H100, session 29): 8 against 16, geomean 0.973 of torch against 0.966, 55 below
 // 0.92 against 81 (e.g. 2–8 tiles at 64–96 k-tiles in 8 slices, 0.95–1.01 against 4's 0.87–0.94).
 constexpr int64_t kSmallSplitMinKTiles = 8;
-// But one row of more than kSplitPastTwoMaxTiles such tiles splits past 2 slices only with
-// kSplitPastTwoMinKTiles a slice: 17–28 tiles (2176–3584 columns against 1–64 tokens) with 32–64
-// k-tiles ran 0.908× (H100) and 0.952× (H200) as fast in 4 slices as in 2, each forced against
-// torch in its process (session 41, devrun/small.py: 12 and 18 products), and about even (0.999×,
-// 1.039×) with 65–128 k-tiles; 16 tiles or fewer gained from 4 (1.0–1.23×).
+// But one row of more than kSplitPastTwoMaxTiles such tiles splits past 2 slices only with more
+// than kSplitPastTwoKTiles a slice: 20 and 24 tiles (2560 and 3072 columns against 4–64 tokens)
+// with 32–48 k-tiles ran 0.908× (H100) and 0.952× (H200) as fast in 4 slices as in 2, each forced
+// against torch in its process (session 41, devrun/small.py: 12 and 18 products), and about even
+// (0.999×, 1.039×) with 88 k-tiles (64 not measured); 16 tiles or fewer gained from 4 slices
+// (9–16 tiles 1.0–1.16× from 65 k-tiles, 8 or fewer 1.05–1.23×).
 constexpr int64_t kSplitPastTwoMaxTiles = 16;
-constexpr int64_t kSplitPastTwoMinKTiles = 16;
+constexpr int64_t kSplitPastTwoKTiles = 16;
 // 64×64 tiles, paired along M (each pair sharing its 64 rows of B), take the place of 64×128 ones
 // unsplit or split in 2 where they fill more than half of the SMs in one wave, in 2 to
 // kTinyMaxNarrowRows rows of 64, with K of at most kTinyMaxKTiles: a few hundred rows against a
@@ -86,14 +87,16 @@ constexpr int64_t kSplitPastTwoMinKTiles = 16;
 // (0.183 µs a k-tile at 512×1024 on the H100 against cuBLAS's 0.154) than the split's sum saves.
 constexpr int64_t kTinyMaxNarrowRows = 8;
 constexpr int64_t kTinyMaxKTiles = 32;
-// One row of 64-row tiles (at most 64 rows: the few tokens of decode or a small batch) takes
-// 64×64 tiles, unpaired and whole, where they are kTinyOneRowMinTiles to one wave and K has at
-// most kTinyMaxKTiles: twice the blocks of the 64×128 tiles, each streaming half the weight's
-// columns, where those would split K in 2 or 4 and add the slices' sums. Forced on the grid's forwards and dx products of 8 and 64 tokens with a weight of at most
-// 2^24 elements (H100, session 41, each against torch in its process): 2048–8192 columns (32–128
-// tiles) with 4–64 k-tiles 0.83–0.96 → 0.91–1.06 of torch, most where the plan split 64×128
-// tiles (64×3072×2048 dx 0.80 → 0.97); 2048 columns with 64–128 k-tiles, or fewer columns, slower
-// than the split 64×128 tiles (0.84–0.93 against 0.97–1.0). Under the rule, at 4, 16 and 64
+// One row of 64-row tiles (at most 64 rows: the few tokens of decode or a small batch; one matrix,
+// the only case measured) takes 64×64 tiles, unpaired and whole, where they are
+// kTinyOneRowMinTiles to one wave and K has at most kTinyMaxKTiles: twice the tiles of 64×128,
+// each streaming half the weight's columns, in place of those whole or split in 2 or 4 with the
+// slices' sums added. Forced on the grid's forwards and dx products of 8 and 64 tokens with a
+// weight of at most 2^24 elements (H100, session 41, each against torch in its process):
+// 2048–8192 columns (32–128 tiles) with 4–64 k-tiles 0.83–0.96 → 0.91–1.06 of torch, most where
+// the plan split 64×128 tiles (64×3072×2048 dx 0.80 → 0.97); 2048 columns with 88–128 k-tiles
+// slower than the 64×128 tiles split in 4 (0.84–0.90 against 0.98–1.0), and fewer columns slower
+// than the split 64×128 tiles. Under the rule, at 4, 16 and 64
 // tokens, its 94 products ran 0.999 of torch (min 0.90), against 0.869 for the 64×128 tiles split
 // in 2 in the same build. (Run transposed instead, Cᵀ = Bᵀ·Aᵀ with the tokens as wgmma's N, the
 // same products ran 0.70–0.89: slower under every split and tile tried.) Past 32 k-tiles the
@@ -599,8 +602,9 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     int split =
         split_slices(shape.small_tiles, k_tiles, sms, kSmallSplitMinKTiles, F::kMaxSmallSlices);
     while (narrow_m == 1 && split > 2 && shape.small_tiles > kSplitPastTwoMaxTiles &&
-           k_tiles < split * kSplitPastTwoMinKTiles) {
+           k_tiles <= split * kSplitPastTwoKTiles) {
       split /= 2;
+      shape.split_held_at_two = true;
     }
     if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kSmallSplit;
     // With two tile rows the 128×128 tiles in 4 slices are as many blocks as the 64×128 ones in
@@ -615,8 +619,9 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
                tiny_pair_blocks(p, narrow_m) <= sms) {
       shape.block_n = static_cast<int>(kWgmmaTinyBlockN), shape.split_k = 1;
       shape.tile_rule = TileRule::kTiny;
-    } else if (narrow_m == 1 && o.stream_k != 3 && shape.tiny_tiles >= kTinyOneRowMinTiles &&
-               shape.tiny_tiles <= sms && k_tiles <= kTinyMaxKTiles) {
+    } else if (narrow_m == 1 && p.batch == 1 && o.stream_k != 3 &&
+               shape.tiny_tiles >= kTinyOneRowMinTiles && shape.tiny_tiles <= sms &&
+               k_tiles <= kTinyMaxKTiles) {
       shape.block_n = static_cast<int>(kWgmmaTinyBlockN), shape.split_k = 1;
       shape.tile_rule = TileRule::kTinyOneRow;
     }
@@ -1209,12 +1214,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     case TileRule::kSmallSplit:
       r.tile = "64x128 split in " + str(s.split_k) + " along K: " + no_wide + ", and even the " +
                str(s.small_tiles) + " tiles of 64x128 leave half of the SMs idle; " +
-               slices_reason(s.split_k, sms, kSmallSplitMinKTiles, F::kMaxSmallSlices) +
-               (ceil_div(p.M, kWgmmaNarrowBlockM) == 1 && s.small_tiles > kSplitPastTwoMaxTiles
-                    ? "; one row of more than " + str(kSplitPastTwoMaxTiles) +
-                          " tiles past 2 slices only with " + str(kSplitPastTwoMinKTiles) +
-                          " k-tiles a slice"
-                    : "");
+               (s.split_held_at_two
+                    ? "2 slices: one row of more than " + str(kSplitPastTwoMaxTiles) +
+                          " tiles splits past 2 only with more than " + str(kSplitPastTwoKTiles) +
+                          " k-tiles a slice, and K has " + str(plan.k_tiles)
+                    : slices_reason(s.split_k, sms, kSmallSplitMinKTiles, F::kMaxSmallSlices));
       break;
     case TileRule::kTiny: {
       const int64_t narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
@@ -1231,8 +1235,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       r.tile = "64x64, one consumer warpgroup: " + no_wide + "; one row of " +
                str(s.tiny_tiles) + " tiles of 64x64 (" + str(kTinyOneRowMinTiles) +
                " to one wave of " + str(sms) + ") with K's " + str(plan.k_tiles) +
-               " k-tiles (at most " + str(kTinyMaxKTiles) + "): twice the blocks of the " +
-               str(s.small_tiles) + " tiles of 64x128, whole, where those would split K";
+               " k-tiles (at most " + str(kTinyMaxKTiles) + "), one matrix: twice the " +
+               str(s.small_tiles) + " tiles of 64x128, each streaming half the columns, whole";
       break;
     case TileRule::kMediumSplit:
       r.tile = "128x128 split in " + str(s.split_k) + " along K, two consumer warpgroups: " +
@@ -1387,7 +1391,7 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   } else if (s.tile_rule == TileRule::kTiny) {
     r.split_k = "none: the 64x64 tiles fill more than half of the SMs whole, paired";
   } else if (s.tile_rule == TileRule::kTinyOneRow) {
-    r.split_k = "none: the 64x64 tiles stream the weight whole, twice the blocks of 64x128 ones";
+    r.split_k = "none: the 64x64 tiles stream the weight whole, twice the tiles of 64x128";
   } else if (s.tile_rule == TileRule::kSmall) {
     r.split_k = s.small_tiles > resident_split_clusters(sms, 2)
                     ? "none: the " + str(s.small_tiles) + " tiles of 64x128 fill half of the SMs"
