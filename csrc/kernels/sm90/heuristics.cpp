@@ -96,12 +96,13 @@ constexpr int64_t kTinyMaxKTiles = 32;
 // 2048–8192 columns (32–128 tiles) with 4–64 k-tiles 0.83–0.96 → 0.91–1.06 of torch, most where
 // the plan split 64×128 tiles (64×3072×2048 dx 0.80 → 0.97); 2048 columns with 88–128 k-tiles
 // slower than the 64×128 tiles split in 4 (0.84–0.90 against 0.98–1.0), and fewer columns slower
-// than the split 64×128 tiles. Under the rule, at 4, 16 and 64
-// tokens, its 94 products ran 0.999 of torch (min 0.90), against 0.869 for the 64×128 tiles split
-// in 2 in the same build. (Run transposed instead, Cᵀ = Bᵀ·Aᵀ with the tokens as wgmma's N, the
-// same products ran 0.70–0.89: slower under every split and tile tried.) Past 32 k-tiles the
-// first rule (to 64, at most 3/2 a tile) lost on an H200 (session 41: 15 products 0.85–1.03 of
-// torch against 0.87–1.07 for the 64×128 tiles split in 2) and gained 1.01–1.02× on the H100.
+// than the split 64×128 tiles. Under the rule, at 4, 16 and 64 tokens, its 94 products ran 0.999
+// of torch (min 0.90), against 0.869 for the 64×128 tiles split in 2 in the same build; on an
+// H200 0.973, 1.067× the better of split 2 or 4. (Run transposed instead, Cᵀ = Bᵀ·Aᵀ with the
+// tokens as wgmma's N, the same products ran 0.70–0.89: slower under every split and tile
+// tried.) Past 32 k-tiles the first rule (to 64, at most 3/2 a tile) lost on the H200 (15
+// products 0.85–1.03 of torch against 0.87–1.07 for the 64×128 tiles split in 2) and gained
+// 1.01–1.02× on the H100.
 constexpr int64_t kTinyOneRowMinTiles = 32;
 
 // The blocks of 64×64 tiles in pairs along M: with an odd number of tile rows the last pair's
