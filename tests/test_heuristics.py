@@ -840,6 +840,32 @@ def test_tiny_tiles_by_the_plan(M, N, K, kind):
             assert tuple(plan(M, N, K, **kwargs)["tile"]) != (64, 64), kwargs
 
 
+# 64x256 tiles, paired, where K is one k-tile and 128x128 tiles would make 3 rounds (dW at a few
+# tokens, K being the tokens), in every layout; not with a second k-tile, where the 128x128 tiles
+# make 1, 2 or more than 3 rounds, for tf32, or under a forced shape.
+@pytest.mark.parametrize("M, N, K, narrow", [
+    (1024, 5120, 64, True), (1024, 6144, 16, True), (2048, 2560, 1, True), (2048, 3072, 64, True),
+    (1000, 5001, 37, True),
+    (1024, 5120, 65, False),            # two k-tiles
+    (1024, 4096, 64, False),            # 256 tiles of 128x128: 2 rounds
+    (1024, 1024, 64, False),            # 64 tiles: one round
+    (2048, 4096, 64, False),            # 512 tiles: 4 rounds (128x256 tiles, 2 rounds)
+])
+def test_one_k_tile_narrow_tiles_by_the_plan(M, N, K, narrow):
+    for a_k_major, b_k_major in [(False, False), (True, True), (True, False)]:
+        p = plan(M, N, K, a_k_major=a_k_major, b_k_major=b_k_major)
+        assert_supported(p, BF16)
+        if not narrow:
+            assert tuple(p["tile"]) != (64, 256), p["why"]["tile"]
+            continue
+        assert tuple(p["tile"]) == (64, 256) and p["consumers"] == 1 and p["cluster"] == 2, p["why"]
+        assert p["split_k"] == 1 and "K is one k-tile" in p["why"]["tile"], p["why"]
+        assert p["tiles"] == plan(M, N, 65)["tiles"]  # as many as the 128x128 tiles
+    if narrow:
+        for kwargs in [dict(dtype=FP32), dict(shape="2x1x128")]:
+            assert tuple(plan(M, N, K, **kwargs)["tile"]) != (64, 256), kwargs
+
+
 # Slim tiles where their rounds cost less than the two-consumer tiles' (a few hundred rows against
 # a weight of 2560-6144 columns), paired along M; not in one tile row, with a short K, row sums,
 # tf32, an MN-major operand, or where 128x128 tiles fill their round.

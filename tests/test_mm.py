@@ -257,6 +257,14 @@ WGMMA_TINY_ONE_ROW_SHAPES = [(1, 64, 2048, 2048), (1, 33, 2001, 2000), (1, 1, 40
                              (1, 16, 2048, 1024)]
 
 
+# wgmma_sm90 takes 64×256 tiles, paired, where K is one k-tile and 128×128 tiles would make 3
+# rounds (dW at a few tokens: the tokens are K). On a 132-SM H100/H200: 320 and 384 tiles; a
+# K of 1; an edge tile in M and N with C rows of 5001 elements (stored from registers) and a
+# ragged k-tile; batched.
+WGMMA_ONE_K_TILE_NARROW_SHAPES = [(1, 1024, 5120, 64), (1, 2048, 3072, 1), (1, 1000, 5001, 37),
+                                  (2, 1024, 2560, 64)]
+
+
 # wgmma_sm90 splits 128×128 tiles along K in 4 (two consumers, a cluster of 4) where two rows of
 # 64×128 tiles would split in 2 and K is long (192 k-tiles or more), as many blocks in one wave of
 # clusters of 4. On a 132-SM H100/H200: 16 tiles (192 k-tiles: slices of 48); edge tiles in M and
@@ -289,6 +297,8 @@ WGMMA_PATH_PLANS = {
                      lambda p: tuple(p["tile"]) == (64, 64) and p["cluster"] == 1 and p["split_k"] == 1),
     "medium_tiles": (lambda: WGMMA_MEDIUM_SHAPES,
                      lambda p: tuple(p["tile"]) == (128, 128) and p["cluster"] == 2),
+    "one_k_tile_narrow": (lambda: WGMMA_ONE_K_TILE_NARROW_SHAPES,
+                          lambda p: tuple(p["tile"]) == (64, 256) and p["cluster"] == 2),
     "mid_tiles": (lambda: WGMMA_MID_SHAPES, lambda p: tuple(p["tile"]) == (128, 192)),
     "slim_tiles": (lambda: WGMMA_SLIM_SHAPES,
                    lambda p: p["tile"][1] in (80, 96) and p["cluster"] == 2 and p["store"] == "registers"),
@@ -335,6 +345,7 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "tiny_tiles": (WGMMA_TINY_SHAPES, [(512, 1024, 2048), (190, 2001, 1031)]),
     "tiny_one_row": (WGMMA_TINY_ONE_ROW_SHAPES, [(64, 2048, 2048), (33, 2001, 2000)]),
     "medium_tiles": (WGMMA_MEDIUM_SHAPES, [(1024, 1616, 2100), (1000, 2001, 2500)]),
+    "one_k_tile_narrow": (WGMMA_ONE_K_TILE_NARROW_SHAPES, [(1024, 5120, 64), (1000, 5001, 37)]),
     "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
     "slim_tiles": (WGMMA_SLIM_SHAPES, [(1024, 1104, 2100), (700, 1800, 4099)]),
     "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 8192), (64, 1000, 2053), (20, 1000, 8200)]),

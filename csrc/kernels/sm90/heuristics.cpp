@@ -18,6 +18,15 @@ using F = KernelFacts;
 // benchmarks/NOTES.md: 0.58–0.64), so that its twice as many tiles pay where they make fewer
 // rounds of the resident blocks: ⌈tiles₁₂₈ / SMs⌉ · 6 < ⌈tiles₂₅₆ / SMs⌉ · 10.
 constexpr int64_t kMediumTileCostTenths = 6;
+// Where K is one k-tile and the 128×128 tiles would make kOneKTileNarrowRounds rounds, 64×256
+// tiles take their place, as many and paired like them: a tile's time is then its start and its
+// stores more than its loop, and each 64×256 tile is one consumer's. Forced on dW's products whose
+// plan was those 128×128 tiles (the tokens are K; 1024 × 5120–6144 and 2048 × 2560–3072 weights at
+// 1, 16 and 64 tokens, both operands MN-major, 3 rounds: the H200 grid's worst dW group, 0.878 of
+// torch): faster on all 12 on an H100 (at 64 tokens 0.94–0.95 of torch against 0.85–0.87) and on
+// 11 of 12 on an H200 (1.04–1.13×; the twelfth's baseline timing was disturbed), sessions 41–42 in
+// benchmarks/NOTES.md. Two rounds, more than three, and K-major operands were not measured.
+constexpr int64_t kOneKTileNarrowRounds = 3;
 // A 128×192 tile's time in tenths of a 128×256 one's, by shared memory's traffic: three quarters
 // of the product, at about 0.92 of the 128×256 tile's pace where the 128×128 tile keeps 0.8 (which
 // predicts its measured 0.58–0.64). Taken where its tiles make fewer rounds than the 256- or
@@ -631,6 +640,10 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     if (medium <= sms || (fewer_rounds && !keep_wide)) {
       shape.consumers = 2, shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
       shape.tile_rule = TileRule::kMedium;
+      if (k_tiles == 1 && rounds(medium) == kOneKTileNarrowRounds) {
+        shape.consumers = 1, shape.block_n = static_cast<int>(kWgmmaBlockN);
+        shape.tile_rule = TileRule::kOneKTileNarrow;
+      }
     } else if (fewer_rounds) {
       narrower_kept_out = true;
     }
@@ -1261,6 +1274,13 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                           "/10 of a 128x256 tile's time, where the " + wide + " make " +
                           str(ceil_div(s.wide_tiles, sms)));
       break;
+    case TileRule::kOneKTileNarrow:
+      r.tile = "64x256, one consumer warpgroup: K is one k-tile, and the " +
+               str(s.medium_tiles) + " tiles of 128x128 would make " +
+               str(ceil_div(s.medium_tiles, sms)) + " rounds of the " + str(sms) +
+               " SMs; as many tiles of 64x256, one consumer's each, cost less a round (with one "
+               "k-tile a tile's time is its start and its stores)";
+      break;
     case TileRule::kWideStreamK: {
       const int64_t shares = grid.blocks / std::max<int64_t>(plan.turns, 1);
       r.tile = "128x256, two consumer warpgroups, every turn dealt out as k-tiles: as whole "
@@ -1393,6 +1413,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     r.split_k = "none: the 64x64 tiles fill more than half of the SMs whole, paired";
   } else if (s.tile_rule == TileRule::kTinyOneRow) {
     r.split_k = "none: the 64x64 tiles stream the weight whole, twice the tiles of 64x128";
+  } else if (s.tile_rule == TileRule::kOneKTileNarrow) {
+    r.split_k = "none: K is one k-tile";
   } else if (s.tile_rule == TileRule::kSmall) {
     r.split_k = s.small_tiles > resident_split_clusters(sms, 2)
                     ? "none: the " + str(s.small_tiles) + " tiles of 64x128 fill half of the SMs"
