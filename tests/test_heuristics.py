@@ -138,8 +138,13 @@ def test_one_row_of_many_tiles_splits_past_two_only_with_a_long_k():
     # slice: 2 slices, and explain says why; 65 k-tiles take 4; two rows (48 tiles) are not held.
     p = plan(64, 3072, 4096)
     assert p["split_k"] == 2 and "splits past 2 only with more than 16 k-tiles" in p["why"]["tile"]
+    assert "2 slices: one row" in p["why"]["tile"]
     assert plan(64, 3072, 4160)["split_k"] == 4
     assert "splits past 2" not in plan(64, 2560, 5632)["why"]["tile"]
+    # On twice the SMs 20 tiles would take 8 slices; 100 k-tiles hold them at 4 (25 a slice), and
+    # explain names the 4.
+    p = plan(64, 2560, 6400, sm_count=2 * SMS)
+    assert p["split_k"] == 4 and "4 slices: one row of more than 16 tiles" in p["why"]["tile"], p["why"]
 
 
 # Where tf32's 64x256 tiles, even split in a whole cluster of 8 slices, leave most SMs idle and K

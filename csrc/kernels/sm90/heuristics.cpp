@@ -614,7 +614,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     while (narrow_m == 1 && split > 2 && shape.small_tiles > kSplitPastTwoMaxTiles &&
            k_tiles <= split * kSplitPastTwoKTiles) {
       split /= 2;
-      shape.split_held_at_two = true;
+      shape.split_held_back = true;
     }
     if (split > 1) shape.split_k = split, shape.tile_rule = TileRule::kSmallSplit;
     // With two tile rows the 128×128 tiles in 4 slices are as many blocks as the 64×128 ones in
@@ -1228,9 +1228,10 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     case TileRule::kSmallSplit:
       r.tile = "64x128 split in " + str(s.split_k) + " along K: " + no_wide + ", and even the " +
                str(s.small_tiles) + " tiles of 64x128 leave half of the SMs idle; " +
-               (s.split_held_at_two
-                    ? "2 slices: one row of more than " + str(kSplitPastTwoMaxTiles) +
-                          " tiles splits past 2 only with more than " + str(kSplitPastTwoKTiles) +
+               (s.split_held_back
+                    ? str(s.split_k) + " slices: one row of more than " +
+                          str(kSplitPastTwoMaxTiles) + " tiles splits past 2 only with more than " +
+                          str(kSplitPastTwoKTiles) +
                           " k-tiles a slice, and K has " + str(plan.k_tiles)
                     : slices_reason(s.split_k, sms, kSmallSplitMinKTiles, F::kMaxSmallSlices));
       break;

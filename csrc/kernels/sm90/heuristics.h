@@ -95,9 +95,9 @@ struct Shape {
   int64_t medium_tiles = 0;  // 128×128 tiles over the batch
   int64_t mid_tiles = 0;     // 128×192 tiles over the batch
   int64_t tiny_tiles = 0;    // 64×64 tiles over the batch
-  // One row of 64×128 tiles held at 2 slices where one wave of clusters would take more
+  // One row of 64×128 tiles split in fewer slices than one wave of clusters would take, down to 2
   // (heuristics.cpp's kSplitPastTwoMaxTiles).
-  bool split_held_at_two = false;
+  bool split_held_back = false;
   // 128×256 tiles kept where 128×128 or 128×192 ones would have been taken for their fewer
   // rounds: stream-K deals out the 128×256 tiles' last round and K is long (heuristics.cpp's
   // kStreamKKeepsWideMinKTiles).
