@@ -802,8 +802,8 @@ def test_wgmma_stream_k_over_every_turn_of_two_consumer_tiles(shape, env):
     check_wgmma_under_env(f"stream_k_all {shape} {env}", shapes, ("contiguous", "both_t"), overrides)
 
 
-# Stream-K over every turn of forced 64×128 tiles of several tile rows (TORCH_GEMM_WGMMA_SHAPE=1x1x128
-# and TORCH_GEMM_WGMMA_STREAM_K=3), paired: each turn in 2 equal shares (512×1024×8192); 5 tile
+# Stream-K over every turn of forced 64×128 tiles of several tile rows
+# (TORCH_GEMM_WGMMA_SHAPE=1x1x128 and TORCH_GEMM_WGMMA_STREAM_K=3), paired: each turn in 2 equal shares (512×1024×8192); 5 tile
 # rows (the last pair's second block past M) with a prime K and C rows of 1001 elements (stored
 # from registers); 80 turns dealt over every pair; 3 tile rows against 300 columns; then on 5
 # clusters (several whole turns a cluster between pieces) and unpaired.
