@@ -820,7 +820,21 @@ def test_wgmma_stream_k_over_every_turn_of_forced_64x128_tiles(env):
                                     cluster=overrides["TORCH_GEMM_WGMMA_CLUSTER"] or None)
         assert tuple(p["tile"]) == (64, 128) and p["stream_k_turns"] == p["turns"] > 0, (M, N, K, p["why"])
         assert p["cluster"] == (1 if env == "unpaired" else 2), p
-    check_wgmma_under_env(f"stream_k_all 1x1x128 {env}", shapes, LAYOUTS, overrides)
+    check = PAIRED_STREAM_K_CHECK.replace("CLUSTER", "1" if env == "unpaired" else "2")
+    check_wgmma_under_env(f"stream_k_all 1x1x128 {env}", shapes, LAYOUTS, overrides,
+                          script=ENV_SCRIPT.replace('\nprint("ok")', "\n" + check + 'print("ok")'))
+
+
+# Appended to the script above: the GPU's own plan took the path (its SMs and resident pairs may
+# differ from the 132 and 66 the CPU plan was asked about).
+PAIRED_STREAM_K_CHECK = """
+for M, N, K in {shapes!r}:
+    for layout in {layouts!r}:
+        a, b = make_operands(M, N, K, layout, torch.bfloat16, "cuda", generator("cuda", "psk", M, N, K, layout))
+        plan = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
+        assert tuple(plan["tile"]) == (64, 128) and plan["stream_k_turns"] == plan["turns"] > 0, plan
+        assert plan["cluster"] == CLUSTER, plan
+"""
 
 
 # Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that small products take several
