@@ -338,6 +338,14 @@ GROUPS = (
              "wgmma_sm90", 256, 2048, 4096, expect={"tile": (128, 128), "consumers": 2, "cluster": 2,
                                                    "stream_k": True}),
     )),
+    Group("wgmma_stream_k_all_paired_small", {"TORCH_GEMM_WGMMA_SHAPE": "1x1x128", "TORCH_GEMM_WGMMA_STREAM_K": "3"}, (
+        Case("wgmma 64x128 paired stream-K every tile", "TORCH_GEMM_WGMMA_SHAPE=1x1x128 and STREAM_K=3: "
+             "5 rows of 64x128 tiles (the last pair's second block past M) in 24 pair turns of 65 "
+             "k-tiles, each dealt out in 2 equal shares, partials in the workspace; C rows of 1001 "
+             "elements, stored from registers",
+             "wgmma_sm90", 300, 1001, 4099, expect={"tile": (64, 128), "consumers": 1, "cluster": 2,
+                                                    "stream_k": True}),
+    )),
     Group("wgmma_stream_k", {"TORCH_GEMM_WGMMA_SHAPE": "2x1", "TORCH_GEMM_WGMMA_MAX_CLUSTERS": "16"}, (
         Case("wgmma stream-K", "225 tiles of 128x256 in 113 pair turns over 16 resident clusters: "
              "the last 8 turns are dealt out as k-tiles, partial sums meeting in the workspace",

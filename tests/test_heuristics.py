@@ -58,12 +58,12 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     if p["stream_k"]:
         assert split == 1 and p["stream_k_turns"] > 0, p
         assert p["stream_k_turns"] <= p["turns"]
-        # 128x256 tiles; or, every turn dealt out, 16-bit 128x128 tiles or one row of unpaired
-        # 64x128 tiles, tf32 one row of unpaired 64x256 tiles.
+        # 128x256 tiles; or, every turn dealt out, 16-bit 128x128 tiles or 64x128 tiles (one row
+        # of them, or forced ones, single or paired), tf32 one row of unpaired 64x256 tiles.
         every_turn = p["stream_k_turns"] == p["turns"]
         if sixteen_bit:
             assert tile == (128, 256) or (tile == (128, 128) and every_turn) or (
-                tile == (64, 128) and p["M"] <= 64 and cluster == 1 and every_turn), p
+                tile == (64, 128) and every_turn), p
         else:
             assert tile == (128, 256) or (
                 tile == (64, 256) and p["M"] <= 64 and cluster == 1 and every_turn), p
@@ -223,6 +223,35 @@ def test_stream_k_over_every_turn_of_one_row_of_64x128_tiles(M, N, K, dtype):
     assert "every one of" in p["why"]["stream_k"] and "STREAM_K=3" in p["why"]["tile"]
     assert "stream-K spreads K" in p["why"]["split_k"]
     assert_supported(p, dtype)
+
+
+# TORCH_GEMM_WGMMA_STREAM_K=3 with forced 64x128 tiles (1xSx128) of several tile rows: paired where
+# the plan pairs them (a pair reads B's tile once), every turn dealt out, in 2 equal shares where
+# the pairs hold twice the turns; a forced split gives way; single blocks under
+# TORCH_GEMM_WGMMA_CLUSTER=1. Without a forced shape the plan's own split tiles of several rows
+# stay whole (test_streaming_every_tile_follows_the_overrides).
+@pytest.mark.parametrize("M, N, K, shares", [
+    (512, 1024, 8192, 2),     # 32 pair turns on 66 pairs: 64 of them, 2 shares a turn
+    (256, 2048, 4096, 2),
+    (300, 1000, 4099, 2),     # 5 tile rows: the last pair's second block past M
+    (512, 2560, 5120, None),  # 80 pair turns: every resident pair, shares at scattered offsets
+])
+@pytest.mark.parametrize("dtype", [BF16, FP16])
+def test_stream_k_over_every_turn_of_forced_64x128_tiles(M, N, K, shares, dtype):
+    p = plan(M, N, K, dtype=dtype, shape="1x1x128", stream_k="3", max_active_clusters=66)
+    assert tuple(p["tile"]) == (64, 128) and p["split_k"] == 1 and p["cluster"] == 2, p
+    assert p["stream_k_turns"] == p["turns"] == math.ceil(math.ceil(M / 64) / 2) * math.ceil(N / 128)
+    assert_stream_k_grid(p)
+    if shares:
+        assert p["grid"] == 2 * shares * p["turns"], p
+    assert "forced" in p["why"]["tile"] and "every one of" in p["why"]["stream_k"]
+    assert_supported(p, dtype)
+    split = plan(M, N, K, dtype=dtype, shape="1x2x128", stream_k="3", max_active_clusters=66)
+    assert split["split_k"] == 1 and split["cluster"] == 2 and split["stream_k_turns"] == split["turns"]
+    single = plan(M, N, K, dtype=dtype, shape="1x1x128", stream_k="3", cluster="1")
+    assert single["cluster"] == 1 and single["stream_k_turns"] == single["turns"]
+    assert_supported(single, dtype)
+    assert not plan(M, N, K, dtype=dtype, shape="1x1x128", max_active_clusters=66)["stream_k"]
 
 
 def test_streaming_every_tile_follows_the_overrides():

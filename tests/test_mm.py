@@ -802,6 +802,41 @@ def test_wgmma_stream_k_over_every_turn_of_two_consumer_tiles(shape, env):
     check_wgmma_under_env(f"stream_k_all {shape} {env}", shapes, ("contiguous", "both_t"), overrides)
 
 
+# Stream-K over every turn of forced 64×128 tiles of several tile rows
+# (TORCH_GEMM_WGMMA_SHAPE=1x1x128 and TORCH_GEMM_WGMMA_STREAM_K=3), paired: each turn in 2 equal shares (512×1024×8192); 5 tile
+# rows (the last pair's second block past M) with a prime K and C rows of 1001 elements (stored
+# from registers); 80 turns dealt over every pair; 3 tile rows against 300 columns; then on 5
+# clusters (several whole turns a cluster between pieces) and unpaired.
+@requires_cuda
+@pytest.mark.parametrize("env", ["", "5", "unpaired"])
+def test_wgmma_stream_k_over_every_turn_of_forced_64x128_tiles(env):
+    overrides = {"TORCH_GEMM_WGMMA_SHAPE": "1x1x128", "TORCH_GEMM_WGMMA_STREAM_K": "3",
+                 "TORCH_GEMM_WGMMA_MAX_CLUSTERS": env if env.isdigit() else "",
+                 "TORCH_GEMM_WGMMA_CLUSTER": "1" if env == "unpaired" else ""}
+    shapes = [(512, 1024, 8192), (300, 1001, 4099), (512, 2560, 1024), (130, 300, 1280)]
+    for M, N, K in shapes:
+        p = torch_gemm._C.sm90_plan(M, N, K, sm_count=132, max_active_clusters=66, shape="1x1x128", stream_k="3",
+                                    max_clusters=overrides["TORCH_GEMM_WGMMA_MAX_CLUSTERS"] or None,
+                                    cluster=overrides["TORCH_GEMM_WGMMA_CLUSTER"] or None)
+        assert tuple(p["tile"]) == (64, 128) and p["stream_k_turns"] == p["turns"] > 0, (M, N, K, p["why"])
+        assert p["cluster"] == (1 if env == "unpaired" else 2), p
+    check = PAIRED_STREAM_K_CHECK.replace("CLUSTER", "1" if env == "unpaired" else "2")
+    check_wgmma_under_env(f"stream_k_all 1x1x128 {env}", shapes, LAYOUTS, overrides,
+                          script=ENV_SCRIPT.replace('\nprint("ok")', "\n" + check + 'print("ok")'))
+
+
+# Appended to the script above: the GPU's own plan took the path (its SMs and resident pairs may
+# differ from the 132 and 66 the CPU plan was asked about).
+PAIRED_STREAM_K_CHECK = """
+for M, N, K in {shapes!r}:
+    for layout in {layouts!r}:
+        a, b = make_operands(M, N, K, layout, torch.bfloat16, "cuda", generator("cuda", "psk", M, N, K, layout))
+        plan = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
+        assert tuple(plan["tile"]) == (64, 128) and plan["stream_k_turns"] == plan["turns"] > 0, plan
+        assert plan["cluster"] == CLUSTER, plan
+"""
+
+
 # Stream-K with few clusters (TORCH_GEMM_WGMMA_MAX_CLUSTERS), so that small products take several
 # whole turns a cluster and then pieces, in both of its modes (the last partial round; that and
 # one round more), paired and unpaired, on the 128×256 tiles that stream-K takes.

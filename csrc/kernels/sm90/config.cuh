@@ -156,7 +156,8 @@ struct WgmmaParams {
   // column j summing its rows over slice j; partials null where they are not this kernel's.
   RowSumView row_sum;
   // Stream-K (16-bit 128×256 tiles; 128×128 ones of two tile rows with a long K; under
-  // TORCH_GEMM_WGMMA_STREAM_K=3 also other 128×128 ones and one row of 64×128 ones; unsplit:
+  // TORCH_GEMM_WGMMA_STREAM_K=3 also other 128×128 ones, one row of 64×128 ones and forced
+  // 64×128 ones, paired or not; unsplit:
   // kStreamK): the walk's last sk_turns turns (every turn where the plan deals out all, its
   // Shape::stream_k_all) are not dealt out whole but as k-tiles, evenly over every
   // cluster (TileWalk), so that no cluster idles through a last partial turn; 0: every turn

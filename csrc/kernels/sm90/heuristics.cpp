@@ -773,7 +773,10 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   }
   // Stream-K over every turn where TORCH_GEMM_WGMMA_STREAM_K=3 asks: on one row of 64×128
   // tiles, where with every SM streaming a share of B it measured no faster than the split tiles
-  // on 64 to 86 SMs, and slower with a short K (H100, benchmarks/NOTES.md, session 27); on
+  // on 64 to 86 SMs, and slower with a short K (H100, benchmarks/NOTES.md, session 27); on any
+  // 64×128 tiles a forced shape asks for (1xSx128), paired where the plan pairs them: a pair
+  // reads 8 KB of A and B from L2 a 64×64×64 step, against 12 KB for the split tiles' blocks
+  // (cuBLAS's few-hundred-row kernels read about 8: benchmarks/NOTES.md, session 43); on
   // 128×256 tiles (e.g. forced by TORCH_GEMM_WGMMA_SHAPE=2x1), for products of few tiles and a
   // long K, which then move a third of the operand bytes that split 64×128 tiles move; and on
   // 128×128 tiles (the plan's, or forced by 2x1x128), whose one partial round of a few hundred
@@ -784,7 +787,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   // against a weight take them (fixup-bound at 1 to 64 rows: 0.73–0.91 of torch, H100, session
   // 31), and 128×256 two-consumer tiles, for few tiles and a long K.
   const bool every_turn_tiles =
-      (narrow_m == 1 && shape.consumers == 1 && shape.block_n == kWgmmaSmallBlockN) ||
+      ((narrow_m == 1 || o.consumers == 1) && shape.consumers == 1 &&
+       shape.block_n == kWgmmaSmallBlockN) ||
       (shape.consumers == 2 && shape.tile_rule != TileRule::kMediumSplit &&
        (shape.block_n == kWgmmaBlockN || shape.block_n == kWgmmaSmallBlockN));
   const bool tf32_every_turn_tiles =
@@ -1057,8 +1061,8 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
       "off: TORCH_GEMM_WGMMA_STREAM_K=0",
       "off: only unsplit 128x256 tiles take stream-K, and 128x128 tiles of 193 to 256 rows with "
       "a long K filling at most 5/8 of the SMs (and, under TORCH_GEMM_WGMMA_STREAM_K=3, any "
-      "128x128 tiles and one row of 64x128 tiles, or tf32's 64x256, where their k-tiles "
-      "outnumber the resident clusters)",
+      "128x128 tiles and one row of 64x128 tiles or forced ones, or tf32's 64x256, where their "
+      "k-tiles outnumber the resident clusters)",
       "off: the tiles fit in one round of resident clusters",
       nullptr,
       nullptr,

@@ -47,9 +47,9 @@ struct Overrides {
   int split_groups = 1;
   bool clusters = true;    // TORCH_GEMM_WGMMA_CLUSTER=1: no pairs sharing B
   // TORCH_GEMM_WGMMA_STREAM_K=0|1|2|3: off; the last partial round; and one more; 3: every turn
-  // of 16-bit 128×256 or 128×128 tiles or of one row of 64×128 one-consumer tiles (M <= 64)
-  // dealt out as k-tiles wherever the units are at least as many as the SMs
-  // (Shape::stream_k_all), in place of any split; other tiles as 1.
+  // of 16-bit 128×256 or 128×128 tiles or of one row of 64×128 one-consumer tiles (M <= 64), or
+  // of any forced ones (1xSx128), dealt out as k-tiles wherever the units are at least as many
+  // as the SMs (Shape::stream_k_all), in place of any split; other tiles as 1.
   int stream_k = 1;
   int max_clusters = INT_MAX;  // TORCH_GEMM_WGMMA_MAX_CLUSTERS=n: at most n clusters resident
   // TORCH_GEMM_WGMMA_STORE=registers: C leaves from registers even where TMA could store it
@@ -107,11 +107,12 @@ struct Shape {
   // (heuristics.cpp's kStreamKWideCostTenths).
   bool mid_beats_stream_k = false;
   // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): 128×256 or
-  // 128×128 tiles, or one row of 64×128 one-consumer tiles (M <= 64; in tf32, 64×256), under
-  // TORCH_GEMM_WGMMA_STREAM_K=3; and by the plan itself, 128×128 tiles of two tile rows with a
-  // long K (TileRule::kMediumStreamK) and tf32's 128×256 tiles in 2 to 8 equal shares where they
-  // would leave half the SMs idle (TileRule::kWideStreamK), and 16-bit 128×256 pairs where few
-  // meet a long K (TileRule::kWideDealt).
+  // 128×128 tiles, or one row of 64×128 one-consumer tiles (M <= 64; in tf32, 64×256) or forced
+  // ones (1xSx128, paired where the plan pairs them), under TORCH_GEMM_WGMMA_STREAM_K=3; and by
+  // the plan itself, 128×128 tiles of two tile rows with a long K (TileRule::kMediumStreamK) and
+  // tf32's 128×256 tiles in 2 to 8 equal shares where they would leave half the SMs idle
+  // (TileRule::kWideStreamK), and 16-bit 128×256 pairs where few meet a long K
+  // (TileRule::kWideDealt).
   bool stream_k_all = false;
   // The most equal shares plan_grid may cut every dealt turn in, on fewer clusters than resident
   // (heuristics.cpp's equal_share_clusters): 4, or 8 for tf32's kWideStreamK tiles where the

@@ -78,9 +78,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   const TileSchedule<Config, kClusterM, kSplitK, kStreamK> schedule(p);
   // The bias enters once, through the first slice's partials.
   const bool has_bias = p.bias != nullptr && schedule.split == 0 && schedule.group == 0;
-  static_assert(!kStreamK || (!Config::kPromoted && kSplitK == 1 && (kConsumers == 2 || kClusterM == 1)),
-                "stream-K: unsplit tiles, not 3xTF32's promoted ones; one-consumer tiles unpaired "
-                "(one row of them)");
+  static_assert(!kStreamK || (!Config::kPromoted && kSplitK == 1 &&
+                              (kConsumers == 2 || kClusterM == 1 || !Config::kTf32)),
+                "stream-K: unsplit tiles, not 3xTF32's promoted ones; tf32's one-consumer tiles "
+                "unpaired (one row of them)");
   const Producer<Config, kKMajorA, kKMajorB, kClusterM> producer{
       sA, sB, full, empty, &map_a, &map_b, schedule.rank};
   const BiasRow<T, Config> bias{sBias, bias_full, bias_empty};

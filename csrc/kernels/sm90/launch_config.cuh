@@ -228,14 +228,14 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
   }
   WgmmaParams run = wp;
   // Stream-K's instantiations: 128×256 tiles (16-bit and tf32), and (every turn dealt out:
-  // Shape::stream_k_all) 16-bit 128×128 tiles and unpaired 64×128 one-consumer tiles; tf32's
-  // unpaired 64×256 one-consumer tiles (one row of them, every turn dealt out).
+  // Shape::stream_k_all) 16-bit 128×128 tiles and 64×128 one-consumer tiles, single or paired;
+  // tf32's unpaired 64×256 one-consumer tiles (one row of them, every turn dealt out).
   constexpr bool kHasStreamK =
       kSplitK == 1 &&
       (Config::kTf32
            ? !Config::kPromoted && kMmaN == kWgmmaBlockN && (kConsumers == 2 || kClusterM == 1)
            : (kConsumers == 2 && (kMmaN == kWgmmaBlockN || kMmaN == kWgmmaSmallBlockN)) ||
-                 (kConsumers == 1 && kMmaN == kWgmmaSmallBlockN && kClusterM == 1));
+                 (kConsumers == 1 && kMmaN == kWgmmaSmallBlockN));
   if constexpr (kHasStreamK) {
     run.sk_turns = grid.sk_turns;
     if (run.sk_turns > 0) {
