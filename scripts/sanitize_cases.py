@@ -110,6 +110,12 @@ DEFAULT_CASES = (
          "fewer than half the SMs, so 64-row tiles",
          "wgmma_sm90", 200, 264, 72, op="row_sum", a_k_major=False,
          expect={"tile": (64, 256), "consumers": 1, "split_k": 1}),
+    Case("wgmma 64x128 pairs in equal shares", "250x1000: 4 rows of 64x128 tiles the plan would "
+         "split, with 129 k-tiles (the last ragged): paired, their 16 pair turns dealt out in 4 "
+         "equal shares on 128 blocks, partials in the workspace; edge tiles in M and N, C rows of "
+         "1000 elements",
+         "wgmma_sm90", 250, 1000, 8200,
+         expect={"tile": (64, 128), "consumers": 1, "cluster": 2, "stream_k": True, "grid": 128}),
     Case("wgmma 64x128 unsplit", "4 tiles of 64x128 with 15 k-tiles: too short a K to split",
          "wgmma_sm90", 64, 512, 960, expect={"tile": (64, 128), "split_k": 1}),
     Case("wgmma 64x128 split 2", "8 tiles of 64x128, 16 k-tiles: 2 slices of 8",

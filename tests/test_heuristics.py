@@ -314,10 +314,13 @@ def test_stream_k_over_every_turn_of_128x128_tiles(M, N, K, shape, pairs):
     assert_supported(p, BF16)
 
 
-# 193 to 256 rows with a long K and 32 to 5/8 of a wave of 128x128 tiles: the plan itself deals
-# out every turn of them; not with a shorter K, other rows, fewer or more tiles,
-# TORCH_GEMM_WGMMA_STREAM_K=0 or a forced shape.
-@pytest.mark.parametrize("M, N, K", [(256, 2048, 14336), (256, 2560, 28672), (193, 4096, 10240)])
+# 193 to 256 rows (449 to 512 where the pair turns split in equal shares) with a long K and 32 to
+# 5/8 of a wave of 128x128 tiles: the plan itself deals out every turn of them; not with a shorter
+# K, other rows, 512 rows without equal shares, fewer or more tiles, TORCH_GEMM_WGMMA_STREAM_K=0 or
+# a forced shape.
+@pytest.mark.parametrize("M, N, K", [(256, 2048, 14336), (256, 2560, 28672), (193, 4096, 10240),
+                                     (256, 2560, 8192), (512, 2048, 8192), (512, 1024, 14336),
+                                     (500, 1000, 8300)])
 def test_two_tile_rows_with_a_long_k_take_stream_k_over_128x128_tiles(M, N, K):
     p = plan(M, N, K, max_active_clusters=66)
     assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == 2
@@ -335,7 +338,7 @@ def test_two_tile_rows_with_a_long_k_take_stream_k_over_128x128_tiles(M, N, K):
 # K of 160 k-tiles or more: paired 128x256 tiles with every turn dealt out in 3 or 4 equal shares,
 # in every layout (64x128 pairs, 128x128 pairs and 128x128 tiles dealt unevenly before).
 @pytest.mark.parametrize("M, N, K, shares", [
-    (512, 2048, 11008, 4), (512, 2560, 14336, 3), (256, 5120, 28672, 3), (500, 2500, 10300, 3),
+    (1024, 1024, 11008, 4), (512, 2560, 14336, 3), (256, 5120, 28672, 3), (500, 2500, 10300, 3),
 ])
 @pytest.mark.parametrize("layout", ["NT", "NN", "TN"])
 def test_few_wide_tiles_with_a_long_k_take_128x256_tiles_dealt_out(M, N, K, shares, layout):
@@ -356,7 +359,8 @@ def test_few_wide_tiles_with_a_long_k_take_128x256_tiles_dealt_out(M, N, K, shar
 # empty) or an odd number of tile rows, with row sums, nor under forced shapes, clusters or
 # stream-K off.
 @pytest.mark.parametrize("why, M, N, K, kwargs", [
-    ("short K", 512, 2048, 8192, {}),
+    ("short K", 1024, 1024, 8192, {}),
+    ("128x128 dealt in equal shares at 512 rows", 512, 2048, 11008, {}),
     ("2 shares", 1024, 2048, 28672, {}),
     ("3 shares on 108 blocks", 512, 2304, 14336, {}),
     ("8 turns", 256, 2048, 28672, {}),
@@ -381,13 +385,64 @@ def test_128x256_tiles_dealt_out_not_taken(why, M, N, K, kwargs):
     ("192 rows", 192, 2048, 11008),     # split 64x128 tiles faster there
     ("three tile rows", 384, 2048, 14336),
     ("few tiles", 256, 1024, 14336),    # 16 tiles
+    ("512 rows, short K", 512, 1024, 6144),  # 96 k-tiles
+    ("512 rows, no equal shares", 512, 2560, 11008),  # 40 pair turns
+    ("six tile rows", 768, 1024, 14336),
     ("three quarters of a wave", 256, 6144, 14336),  # 96 tiles: paired 128x128 fill the SMs
     ("a whole wave", 256, 8192, 11008),
     ("more than one wave", 256, 14336, 14336),
 ])
 def test_stream_k_over_128x128_tiles_not_taken(why, M, N, K):
     p = plan(M, N, K, max_active_clusters=66)
-    assert not p["stream_k"] and "every turn dealt out" not in p["why"]["tile"], why
+    assert not (tuple(p["tile"]) == (128, 128) and p["stream_k"]), (why, p)
+    assert "128x128, two consumer warpgroups, every turn" not in p["why"]["tile"], why
+
+
+# 16-bit products of 4 to 8 rows of 64-row tiles (an even number) whose 64x128 tiles the plan
+# would split, with K of 128 k-tiles or more: those tiles paired with every turn dealt out in equal
+# shares on 7/8 of the SMs or more (16 pair turns in 4 shares), every layout; edge tiles and a
+# ragged K; batched.
+@pytest.mark.parametrize("batch, M, N, K", [
+    (1, 512, 512, 8192), (1, 256, 1024, 8192), (1, 250, 1000, 8200), (2, 256, 512, 8192),
+    (1, 256, 1024, 14336),
+])
+@pytest.mark.parametrize("layout", ["NT", "NN", "TN"])
+@pytest.mark.parametrize("dtype", [BF16, FP16])
+def test_few_split_64x128_tiles_with_a_long_k_take_them_paired_and_dealt_out(batch, M, N, K, layout, dtype):
+    a_strides = [K, 1] if layout[0] == "N" else [1, M]
+    b_strides = [1, K] if layout[1] == "T" else [N, 1]
+    p = plan(M, N, K, batch=batch, dtype=dtype, max_active_clusters=66, a_strides=a_strides,
+             b_strides=b_strides)
+    assert tuple(p["tile"]) == (64, 128) and p["cluster"] == 2 and p["split_k"] == 1, p
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"] == 16 and p["grid"] == 128, p
+    assert "paired, every turn dealt out" in p["why"]["tile"] and "4 equal shares" in p["why"]["tile"]
+    assert "stream-K spreads K" in p["why"]["split_k"]
+    assert_stream_k_grid(p)
+    assert_supported(p, dtype)
+
+
+# Not with K under 128 k-tiles, 8 pair turns (8 shares), on fewer than 7/8 of the SMs (24 turns in
+# 2 shares: 96 blocks), an odd number of tile rows, one or two tile rows or more than eight, where
+# the plan deals out 128x128 tiles, in tf32, with row sums, nor under forced shapes, clusters or
+# stream-K off.
+@pytest.mark.parametrize("why, M, N, K, kwargs", [
+    ("short K", 512, 512, 6144, {}),
+    ("8 turns", 512, 256, 8192, {}),
+    ("96 blocks", 384, 1024, 8192, {}),
+    ("five tile rows", 320, 1024, 8192, {}),
+    ("two tile rows", 128, 2048, 8192, {}),
+    ("ten tile rows", 640, 512, 8192, {}),
+    ("128x128 dealt", 512, 1024, 8192, {}),
+    ("tf32", 512, 512, 8192, {"dtype": FP32}),
+    ("row sums", 512, 512, 8192, {"row_sum": True}),
+    ("forced shape", 512, 512, 8192, {"shape": "1x2x128"}),
+    ("forced clusters", 512, 512, 8192, {"max_clusters": "100"}),
+    ("stream-K off", 512, 512, 8192, {"stream_k": "0"}),
+])
+def test_few_split_64x128_tiles_dealt_out_not_taken(why, M, N, K, kwargs):
+    p = plan(M, N, K, max_active_clusters=66, **kwargs)
+    assert "paired, every turn dealt out" not in p["why"]["tile"], (why, p)
+    assert not (tuple(p["tile"]) == (64, 128) and p["stream_k"]), (why, p)
 
 
 # tf32 under TORCH_GEMM_WGMMA_STREAM_K=3: one row of 64x256 tiles (a few rows against a weight)

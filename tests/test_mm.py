@@ -274,11 +274,19 @@ WGMMA_MEDIUM_SPLIT_SHAPES = [(1, 128, 2048, 12288), (1, 100, 2001, 12289), (2, 1
 
 
 # wgmma_sm90 deals every turn of 128×128 tiles out as k-tiles where 193 to 256 rows (two tile
-# rows, 32 tiles to 5/8 of a wave) meet a long K (160 k-tiles or more). On a 132-SM H100/H200: 16
-# pair turns; edge tiles in M and N with a K not a multiple of the k-tile (162 k-tiles, the last
-# ragged) and C rows of 4001 elements (stored from registers); an edge tile in N; batched.
+# rows; 449 to 512, four, where the pair turns split in equal shares; 32 tiles to 5/8 of a wave)
+# meet a long K (128 k-tiles or more). On a 132-SM H100/H200: 16 pair turns; edge tiles in M and N
+# with a K not a multiple of the k-tile (162 k-tiles, the last ragged) and C rows of 4001 elements
+# (stored from registers); an edge tile in N; batched; four tile rows, 32 pair turns in 2 shares
+# and, with edges and a ragged K, 16 in 4.
 WGMMA_MEDIUM_STREAM_K_SHAPES = [(1, 256, 2048, 10240), (1, 200, 4001, 10307), (1, 250, 2500, 10240),
-                                (2, 256, 1024, 10240)]
+                                (2, 256, 1024, 10240), (1, 512, 2048, 8192), (1, 500, 1000, 8300)]
+
+
+# wgmma_sm90 pairs the 64×128 tiles of 4 to 8 tile rows that it would split, with every turn dealt
+# out in equal shares, where K is long (128 k-tiles or more). On a 132-SM H100/H200: 16 pair turns
+# in 4 shares; edge tiles in M and N with a ragged K (129 k-tiles); batched.
+WGMMA_SMALL_DEALT_SHAPES = [(1, 512, 512, 8192), (1, 250, 1000, 8200), (2, 256, 512, 8192)]
 
 
 # wgmma_sm90 runs two-consumer tiles unpaired in an odd number of tile rows (3; 128×128 up to 7),
@@ -310,6 +318,9 @@ WGMMA_PATH_PLANS = {
                  lambda p: p["consumers"] == 2 and p["cluster"] == 1 and "odd number" in p["why"]["cluster"]),
     "medium_stream_k": (lambda: WGMMA_MEDIUM_STREAM_K_SHAPES,
                         lambda p: tuple(p["tile"]) == (128, 128) and p["stream_k_turns"] == p["turns"]),
+    "small_dealt": (lambda: WGMMA_SMALL_DEALT_SHAPES,
+                    lambda p: tuple(p["tile"]) == (64, 128) and p["cluster"] == 2
+                    and p["stream_k_turns"] == p["turns"]),
 }
 
 
@@ -353,6 +364,7 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
     "odd_rows": (WGMMA_ODD_ROWS_SHAPES, [(384, 4096, 4096), (330, 4001, 3000)]),
     "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES, [(256, 2048, 10240), (200, 4001, 10307)]),
+    "small_dealt": (WGMMA_SMALL_DEALT_SHAPES, [(512, 512, 8192), (250, 1000, 8200)]),
 }
 
 
@@ -712,10 +724,10 @@ def test_wgmma_tf32_stream_k_by_the_plan():
 
 
 # 16-bit products whose 128×256 tiles leave half the SMs idle, with a long K: the plan deals every
-# turn of 128×256 pairs out in equal shares (16 pair turns in 4 shares; 20 pair turns of edge tiles
+# turn of 128×256 pairs out in equal shares (16 pair turns in 4 shares, 1024 rows; 20 pair turns of edge tiles
 # with a ragged K in 3; two tile rows, 20 pair turns with a prime K in 3). The plan (CPU code) is
 # checked to take the rule on 132 SMs, then every layout runs by the plan on this device.
-WIDE_DEALT_SHAPES = [(512, 2048, 10240), (500, 2500, 10300), (256, 5000, 10301)]
+WIDE_DEALT_SHAPES = [(1024, 1024, 10240), (500, 2500, 10300), (256, 5000, 10301)]
 
 
 @requires_cuda

@@ -134,9 +134,16 @@ constexpr int64_t kMediumSplitMinKTiles = 192;
 // 80 tiles); slower with 16–80 k-tiles (0.59–0.98), at 192 rows with 172 (the split 64×128
 // tiles 1.07–1.16× faster), against 96 tiles (6144 columns: 0.94–1.0 of paired 128×128) and 128
 // (8192: 0.90–0.94), which fill the SMs; about even at 512 rows (H100 and H200, tune_plan,
-// session 30).
-constexpr int64_t kMediumStreamKMinKTiles = 160;
+// session 30). The same at 449 to 512 rows (eight rows of 64-row tiles) where the 16 or 32 pair
+// turns split in equal shares (2 or 4 on 128 blocks), and from 128 k-tiles at either: at 512
+// rows against 1024 and 2048 columns, K = 8192–28672, 1.05–1.21× faster than the split 64×128
+// tiles or dealt 128×256 pairs before (K = 8192 against 2048 columns even, 0.99–1.00; 96 k-tiles
+// and fewer 0.93–0.98), 256 rows against 2048–2560 columns at 128 k-tiles 1.05–1.16× (H200; H100
+// and H200, session 44). 512 rows against 2560 columns (40 pair turns: no equal shares) lost
+// (0.85–0.98).
+constexpr int64_t kMediumStreamKMinKTiles = 128;
 constexpr int64_t kMediumStreamKNarrowRows = 4;
+constexpr int64_t kMediumStreamKEvenNarrowRows = 8;
 constexpr int64_t kMediumStreamKMinTiles = 32;
 constexpr int64_t kMediumStreamKMaxWaveEighths = 5;
 // Two-consumer tiles in an odd number of tile rows pair along M with one block of the last pair
@@ -289,6 +296,19 @@ constexpr int64_t kWideDealtMinNarrowRows = 4;  // more than 192 rows
 constexpr int64_t kWideDealtMinKTiles = 160;
 constexpr int64_t kWideDealtMinShares = 3;
 constexpr int64_t kWideDealtMinWaveEighths = 7;
+
+// 16-bit products of 4 to 8 rows of 64-row tiles (an even number) whose 64×128 tiles the plan
+// splits along K or leaves few, with K of kSmallDealtMinKTiles or more, take those tiles paired
+// (one consumer each) with every turn dealt out, where the pair turns split in kMinShares to
+// kMaxShares equal shares on at least kWideDealtMinWaveEighths of the SMs and the plan does not
+// deal out 128×128 tiles instead: a pair reads 8 KB of operands from L2 a 64×64×64 step, as
+// cuBLAS's few-hundred-row kernels do, where a split tile's block reads 12 (benchmarks/NOTES.md,
+// session 43). 512 rows against 512 columns and 256 against 1024 (16 turns in 4 shares), K = 8192:
+// 1.04–1.10× faster than the 64×128 tiles split in 2 (H100 and H200, session 44); with 96 k-tiles
+// 0.92–1.02, and against 256 columns (8 turns) 0.52–0.70.
+constexpr int64_t kSmallDealtMinNarrowRows = 4;
+constexpr int64_t kSmallDealtMaxNarrowRows = 8;
+constexpr int64_t kSmallDealtMinKTiles = 128;
 
 // Row sums are fused where the tile columns give at least this many slices of K: a tile's slice
 // then moves at most 1/8 of the bytes of A its product reads, which two warps' loads keep up with.
@@ -514,10 +534,12 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // 128×256, 112 of 128×192). Neither narrower tile replaces 128×256 tiles whose last round
 // stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more, but for 128×192 tiles whose
 // whole rounds cost less than the 128×256 tiles' share at kStreamKWideCostTenths. 193 to 256 rows
-// with a long K and few tiles take 128×128 tiles with stream-K over every turn
-// (kMediumStreamKMinKTiles); 2 or 4 rows of 128×256 tiles fewer than half the SMs with a long K
-// take them, paired, with every turn dealt out in 3 or 4 equal shares where those fill 7/8 of the
-// SMs (kWideDealtMinKTiles). 16-bit products of at most 64 rows never take half-empty 128-row
+// (449 to 512 where the pair turns split in equal shares) with a long K and few tiles take 128×128
+// tiles with stream-K over every turn (kMediumStreamKMinKTiles); 2 or 4 rows of 128×256 tiles
+// fewer than half the SMs with a long K take them, paired, with every turn dealt out in 3 or 4
+// equal shares where those fill 7/8 of the SMs (kWideDealtMinKTiles); 4 to 8 rows of 64×128
+// tiles the plan would split, with a long K, take them paired with every turn dealt out in equal
+// shares on 7/8 of the SMs (kSmallDealtMinKTiles). 16-bit products of at most 64 rows never take half-empty 128-row
 // tiles: 64×256 where the 64×128 ones would not fit in one wave. Two-consumer tiles in 3 tile
 // rows (128×128 ones up to 7) run unpaired (kOddRowsUnpairedMax). tf32, which has no 128-column
 // tiles, splits its 64×256 tiles along K likewise where they leave half the SMs idle
@@ -726,8 +748,11 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   Shape medium_shape = shape;
   medium_shape.consumers = 2, medium_shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
   medium_shape.split_k = 1;
-  bool medium_stream_k = splittable && o.stream_k != 0 && o.consumers == 0 &&
-                         narrow_m == kMediumStreamKNarrowRows &&
+  const bool medium_rows =
+      narrow_m == kMediumStreamKNarrowRows ||
+      (narrow_m == kMediumStreamKEvenNarrowRows && equal_shares_allowed(o) &&
+       equal_shares(medium_shape, kMaxShares) >= kMinShares);
+  bool medium_stream_k = splittable && o.stream_k != 0 && o.consumers == 0 && medium_rows &&
                          medium >= kMediumStreamKMinTiles &&
                          medium * 8 <= sms * kMediumStreamKMaxWaveEighths &&
                          k_tiles >= kMediumStreamKMinKTiles && deals_every_turn(medium_shape);
@@ -755,6 +780,23 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   if (medium_stream_k) {
     shape = medium_shape;
     shape.tile_rule = TileRule::kMediumStreamK;
+  }
+  // 16-bit: the split (or few) 64×128 tiles of 4 to 8 tile rows paired with every turn dealt out
+  // in equal shares, with a long K (kSmallDealtMinKTiles).
+  if (splittable && o.consumers == 0 && o.stream_k != 0 && equal_shares_allowed(o) &&
+      (shape.tile_rule == TileRule::kSmallSplit || shape.tile_rule == TileRule::kSmall) &&
+      narrow_m % 2 == 0 && narrow_m >= kSmallDealtMinNarrowRows &&
+      narrow_m <= kSmallDealtMaxNarrowRows && k_tiles >= kSmallDealtMinKTiles) {
+    Shape dealt = shape;
+    dealt.split_k = 1, dealt.split_groups = 1, dealt.stream_k_all = true;
+    dealt.tile_rule = TileRule::kSmallDealt;
+    const bool paired = cluster_rule_of(dealt) == ClusterRule::kPairs;
+    const int64_t shares = equal_shares(dealt, kMaxShares);
+    const int64_t blocks = shares * turns_of(dealt, 2) * 2;
+    if (paired && shares >= kMinShares && shares <= kMaxShares &&
+        blocks * 8 >= sms * kWideDealtMinWaveEighths && deals_every_turn(dealt)) {
+      shape = dealt;
+    }
   }
   if (p.tf32_promoted) {
     // 3xTF32's inner product: the promoted tf32 tiles are 128 columns wide; one consumer where
@@ -1059,8 +1101,9 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
       "off: 3xTF32's promoted tiles run whole turns",
       "off: fused row sums take whole tiles",
       "off: TORCH_GEMM_WGMMA_STREAM_K=0",
-      "off: only unsplit 128x256 tiles take stream-K, and 128x128 tiles of 193 to 256 rows with "
-      "a long K filling at most 5/8 of the SMs (and, under TORCH_GEMM_WGMMA_STREAM_K=3, any "
+      "off: only unsplit 128x256 tiles take stream-K, 128x128 tiles of 193 to 256 rows (449 to "
+      "512 in equal shares) with a long K filling at most 5/8 of the SMs, and paired 64x128 tiles "
+      "of 193 to 512 rows with a long K in equal shares (and, under TORCH_GEMM_WGMMA_STREAM_K=3, any "
       "128x128 tiles and one row of 64x128 tiles or forced ones, or tf32's 64x256, where their "
       "k-tiles outnumber the resident clusters)",
       "off: the tiles fit in one round of resident clusters",
@@ -1325,14 +1368,35 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     }
     case TileRule::kMediumStreamK:
       r.tile = "128x128, two consumer warpgroups, every turn dealt out as k-tiles: " +
-               str(s.medium_tiles) + " tiles of 128x128 in two rows (" +
-               str(kMediumStreamKMinTiles) + " to " + str(kMediumStreamKMaxWaveEighths) +
-               "/8 of the " + str(sms) +
-               " SMs) with K's " + str(plan.k_tiles) + " k-tiles (" +
-               str(kMediumStreamKMinKTiles) + " or more), where whole tiles (split or paired " +
-               "64x128, or paired 128x128) would leave a third or more of the SMs idle (see " +
+               str(s.medium_tiles) + " tiles of 128x128 in " +
+               str(ceil_div(p.M, kWgmmaBlockM)) + " rows (two, or four whose pair turns split "
+               "in equal shares; " + str(kMediumStreamKMinTiles) + " to " +
+               str(kMediumStreamKMaxWaveEighths) + "/8 of the " + str(sms) + " SMs) with K's " +
+               str(plan.k_tiles) + " k-tiles (" + str(kMediumStreamKMinKTiles) +
+               " or more), where whole tiles (split or paired 64x128, or paired 128x128) would "
+               "leave a third or more of the SMs idle, and dealt 128x256 pairs cost more (see "
                "stream_k)";
       break;
+    case TileRule::kSmallDealt: {
+      const int64_t clusters = grid.blocks / s.cluster_m();
+      const int64_t turns = std::max<int64_t>(plan.turns, 1);
+      const std::string cut =
+          clusters % turns == 0 && clusters >= turns
+              ? "split in " + str(clusters / turns) + " equal shares"
+              : "dealt over " + str(clusters) + " pairs, unevenly";
+      r.tile = "64x128, one consumer warpgroup, paired, every turn dealt out as k-tiles: " +
+               no_wide + "; the " + str(s.small_tiles) + " tiles of 64x128 in " +
+               str(ceil_div(p.M, kWgmmaNarrowBlockM)) + " rows (" +
+               str(kSmallDealtMinNarrowRows) + " to " + str(kSmallDealtMaxNarrowRows) +
+               ", an even number) would be split or leave SMs idle, and with K's " +
+               str(plan.k_tiles) + " k-tiles (" + str(kSmallDealtMinKTiles) + " or more) the " +
+               str(plan.turns) + " pair turns " + cut + " (the plan takes them where, on " +
+               str(sms / 2) + " resident pairs, they split in " + str(kMinShares) + " to " +
+               str(kMaxShares) + " equal shares on at least " + str(kWideDealtMinWaveEighths) +
+               "/8 of the SMs): a pair reads B's tile once, 8 KB of operands a 64x64x64 step "
+               "against a split tile's 12 (see stream_k)";
+      break;
+    }
     case TileRule::kSlim: {
       const int64_t tiles = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, s.block_n) * p.batch;
       r.tile = "128x" + str(s.block_n) + ", two consumer warpgroups: the " + str(tiles) +

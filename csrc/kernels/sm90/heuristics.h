@@ -65,7 +65,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // Which rule set the tile and the clusters (for explain's reasons).
 enum class TileRule {
   kWide, kNarrow, kNarrowSplit, kOneRowNarrow, kSmall, kSmallSplit, kMediumSplit, kSmallStreamK,
-  kMedium, kMediumStreamK, kWideStreamK, kWideDealt, kMid, kSlim, kTiny, kTinyOneRow,
+  kMedium, kMediumStreamK, kWideStreamK, kWideDealt, kSmallDealt, kMid, kSlim, kTiny, kTinyOneRow,
   kOneKTileNarrow, kForced, kPromoted
 };
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows };
@@ -109,10 +109,11 @@ struct Shape {
   // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): 128×256 or
   // 128×128 tiles, or one row of 64×128 one-consumer tiles (M <= 64; in tf32, 64×256) or forced
   // ones (1xSx128, paired where the plan pairs them), under TORCH_GEMM_WGMMA_STREAM_K=3; and by
-  // the plan itself, 128×128 tiles of two tile rows with a long K (TileRule::kMediumStreamK) and
-  // tf32's 128×256 tiles in 2 to 8 equal shares where they would leave half the SMs idle
-  // (TileRule::kWideStreamK), and 16-bit 128×256 pairs where few meet a long K
-  // (TileRule::kWideDealt).
+  // the plan itself, 128×128 tiles of two tile rows (four in equal shares) with a long K
+  // (TileRule::kMediumStreamK) and tf32's 128×256 tiles in 2 to 8 equal shares where they would
+  // leave half the SMs idle (TileRule::kWideStreamK), and 16-bit 128×256 pairs where few meet a
+  // long K (TileRule::kWideDealt), and 16-bit 64×128 pairs of 4 to 8 tile rows the plan would
+  // split, with a long K (TileRule::kSmallDealt).
   bool stream_k_all = false;
   // The most equal shares plan_grid may cut every dealt turn in, on fewer clusters than resident
   // (heuristics.cpp's equal_share_clusters): 4, or 8 for tf32's kWideStreamK tiles where the
