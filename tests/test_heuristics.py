@@ -314,12 +314,12 @@ def test_stream_k_over_every_turn_of_128x128_tiles(M, N, K, shape, pairs):
     assert_supported(p, BF16)
 
 
-# 193 to 256 rows (449 to 512 where the pair turns split in equal shares) with a long K and 32 to
-# 5/8 of a wave of 128x128 tiles: the plan itself deals out every turn of them; not with a shorter
-# K, other rows, 512 rows without equal shares, fewer or more tiles, TORCH_GEMM_WGMMA_STREAM_K=0 or
-# a forced shape.
+# 193 to 256 rows (449 to 512 where the pair turns split in equal shares) with a long K (160
+# k-tiles, 128 where the turns split in 3 or 4 shares) and 32 to 5/8 of a wave of 128x128 tiles:
+# the plan itself deals out every turn of them; not with a shorter K, other rows, 512 rows without
+# equal shares, fewer or more tiles, TORCH_GEMM_WGMMA_STREAM_K=0 or a forced shape.
 @pytest.mark.parametrize("M, N, K", [(256, 2048, 14336), (256, 2560, 28672), (193, 4096, 10240),
-                                     (256, 2560, 8192), (512, 2048, 8192), (512, 1024, 14336),
+                                     (256, 2560, 8192), (512, 2048, 11008), (512, 1024, 8192),
                                      (500, 1000, 8300)])
 def test_two_tile_rows_with_a_long_k_take_stream_k_over_128x128_tiles(M, N, K):
     p = plan(M, N, K, max_active_clusters=66)
@@ -386,6 +386,9 @@ def test_128x256_tiles_dealt_out_not_taken(why, M, N, K, kwargs):
     ("three tile rows", 384, 2048, 14336),
     ("few tiles", 256, 1024, 14336),    # 16 tiles
     ("512 rows, short K", 512, 1024, 6144),  # 96 k-tiles
+    ("2 shares, 128 k-tiles", 512, 2048, 8192),
+    ("2 shares at 256 rows, 128 k-tiles", 256, 4096, 8192),
+    ("unequal shares, 128 k-tiles", 256, 5120, 8192),
     ("512 rows, no equal shares", 512, 2560, 11008),  # 40 pair turns
     ("six tile rows", 768, 1024, 14336),
     ("three quarters of a wave", 256, 6144, 14336),  # 96 tiles: paired 128x128 fill the SMs

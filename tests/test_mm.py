@@ -275,12 +275,12 @@ WGMMA_MEDIUM_SPLIT_SHAPES = [(1, 128, 2048, 12288), (1, 100, 2001, 12289), (2, 1
 
 # wgmma_sm90 deals every turn of 128×128 tiles out as k-tiles where 193 to 256 rows (two tile
 # rows; 449 to 512, four, where the pair turns split in equal shares; 32 tiles to 5/8 of a wave)
-# meet a long K (128 k-tiles or more). On a 132-SM H100/H200: 16 pair turns; edge tiles in M and N
+# meet a long K (160 k-tiles or more, 128 where the turns split in 3 or 4 shares). On a 132-SM H100/H200: 16 pair turns; edge tiles in M and N
 # with a K not a multiple of the k-tile (162 k-tiles, the last ragged) and C rows of 4001 elements
 # (stored from registers); an edge tile in N; batched; four tile rows, 32 pair turns in 2 shares
-# and, with edges and a ragged K, 16 in 4.
+# and, with edges and a ragged K, 16 in 4 (130 k-tiles).
 WGMMA_MEDIUM_STREAM_K_SHAPES = [(1, 256, 2048, 10240), (1, 200, 4001, 10307), (1, 250, 2500, 10240),
-                                (2, 256, 1024, 10240), (1, 512, 2048, 8192), (1, 500, 1000, 8300)]
+                                (2, 256, 1024, 10240), (1, 512, 2048, 10240), (1, 500, 1000, 8300)]
 
 
 # wgmma_sm90 pairs the 64×128 tiles of 4 to 8 tile rows that it would split, with every turn dealt

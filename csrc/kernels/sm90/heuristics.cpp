@@ -134,14 +134,16 @@ constexpr int64_t kMediumSplitMinKTiles = 192;
 // 80 tiles); slower with 16–80 k-tiles (0.59–0.98), at 192 rows with 172 (the split 64×128
 // tiles 1.07–1.16× faster), against 96 tiles (6144 columns: 0.94–1.0 of paired 128×128) and 128
 // (8192: 0.90–0.94), which fill the SMs; about even at 512 rows (H100 and H200, tune_plan,
-// session 30). The same at 449 to 512 rows (eight rows of 64-row tiles) where the 16 or 32 pair
-// turns split in equal shares (2 or 4 on 128 blocks), and from 128 k-tiles at either: at 512
-// rows against 1024 and 2048 columns, K = 8192–28672, 1.05–1.21× faster than the split 64×128
-// tiles or dealt 128×256 pairs before (K = 8192 against 2048 columns even, 0.99–1.00; 96 k-tiles
-// and fewer 0.93–0.98), 256 rows against 2048–2560 columns at 128 k-tiles 1.05–1.16× (H200; H100
-// and H200, session 44). 512 rows against 2560 columns (40 pair turns: no equal shares) lost
-// (0.85–0.98).
-constexpr int64_t kMediumStreamKMinKTiles = 128;
+// session 30). The same at 449 to 512 rows (eight rows of 64-row tiles) where the pair turns split
+// in equal shares (16 in 4 or 32 in 2, on 128 blocks), and from kMediumStreamKManySharesMinKTiles
+// at either where they split in 3 or 4: 512 rows against 2048 columns with K = 11008–16384
+// 1.08–1.17× faster than the dealt 128×256 pairs before, with 28672 0.99 (H100; 1.05 H200), with
+// 8192 even; 512 against 1024 columns (4 shares) with K = 8192 1.06× the split 64×128 tiles, 256
+// against 2048–2560 (4 and 3 shares) 1.04–1.10×; at 128 k-tiles in 2 shares or unequal ones (256
+// rows against 3072–5120 columns) 0.96–0.996 (H100 and H200, session 44). 512 rows against 2560
+// columns (40 pair turns: no equal shares) lost (0.85–0.98).
+constexpr int64_t kMediumStreamKMinKTiles = 160;
+constexpr int64_t kMediumStreamKManySharesMinKTiles = 128;
 constexpr int64_t kMediumStreamKNarrowRows = 4;
 constexpr int64_t kMediumStreamKEvenNarrowRows = 8;
 constexpr int64_t kMediumStreamKMinTiles = 32;
@@ -748,14 +750,16 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   Shape medium_shape = shape;
   medium_shape.consumers = 2, medium_shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
   medium_shape.split_k = 1;
+  const int64_t medium_shares = equal_shares_allowed(o) ? equal_shares(medium_shape, kMaxShares) : 0;
   const bool medium_rows =
       narrow_m == kMediumStreamKNarrowRows ||
-      (narrow_m == kMediumStreamKEvenNarrowRows && equal_shares_allowed(o) &&
-       equal_shares(medium_shape, kMaxShares) >= kMinShares);
+      (narrow_m == kMediumStreamKEvenNarrowRows && medium_shares >= kMinShares);
+  const int64_t medium_min_k_tiles =
+      medium_shares > kMinShares ? kMediumStreamKManySharesMinKTiles : kMediumStreamKMinKTiles;
   bool medium_stream_k = splittable && o.stream_k != 0 && o.consumers == 0 && medium_rows &&
                          medium >= kMediumStreamKMinTiles &&
                          medium * 8 <= sms * kMediumStreamKMaxWaveEighths &&
-                         k_tiles >= kMediumStreamKMinKTiles && deals_every_turn(medium_shape);
+                         k_tiles >= medium_min_k_tiles && deals_every_turn(medium_shape);
   // 16-bit: paired 128×256 tiles with every turn dealt out in equal shares where as whole tiles
   // they would leave half the SMs idle and K is long (kWideDealtMinKTiles); an even number of
   // tile rows, more than 192 rows (a pair's second tile more than half full; measured at 256 and
@@ -770,7 +774,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     const bool paired = cluster_rule_of(dealt) == ClusterRule::kPairs;
     const int64_t shares = equal_shares(dealt, kMaxShares);
     const int64_t blocks = shares * turns_of(dealt, 2) * 2;
-    const bool medium_even = medium_stream_k && equal_shares(medium_shape, kMaxShares) > 0;
+    const bool medium_even = medium_stream_k && medium_shares > 0;
     if (paired && shares >= kWideDealtMinShares && shares <= kMaxShares &&
         blocks * 8 >= sms * kWideDealtMinWaveEighths && !medium_even && deals_every_turn(dealt)) {
       shape = dealt;
@@ -1372,8 +1376,9 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                str(ceil_div(p.M, kWgmmaBlockM)) + " rows (two, or four whose pair turns split "
                "in equal shares; " + str(kMediumStreamKMinTiles) + " to " +
                str(kMediumStreamKMaxWaveEighths) + "/8 of the " + str(sms) + " SMs) with K's " +
-               str(plan.k_tiles) + " k-tiles (" + str(kMediumStreamKMinKTiles) +
-               " or more), where whole tiles (split or paired 64x128, or paired 128x128) would "
+               str(plan.k_tiles) + " k-tiles (" + str(kMediumStreamKMinKTiles) + " or more, " +
+               str(kMediumStreamKManySharesMinKTiles) + " where the turns split in 3 or 4 equal "
+               "shares), where whole tiles (split or paired 64x128, or paired 128x128) would "
                "leave a third or more of the SMs idle, and dealt 128x256 pairs cost more (see "
                "stream_k)";
       break;
