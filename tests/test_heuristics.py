@@ -1194,6 +1194,24 @@ def test_auto_decode_on_sm90_follows_decode_sm80s_split():
         _C.auto_kernel(8, 8, 8, dtype=BF16, sm=90, sm_count=0)
 
 
+# auto consults wgmma_sm90's plan for any shape, empty ones included (M, N or K of 0, no batch), on
+# any SM count; so does sm90_plan. Neither may fault on them (an empty product has no turns to
+# share out).
+@pytest.mark.parametrize("dtype, allow_tf32, three_tf32", [
+    (BF16, True, False), (FP16, True, False), (FP32, True, False), (FP32, False, True), (FP32, False, False),
+])
+@pytest.mark.parametrize("sm_count", [1, 2, 132])
+def test_auto_and_the_plan_take_empty_shapes(dtype, allow_tf32, three_tf32, sm_count):
+    for M, N, K in [(0, 33, 97), (31, 0, 64), (97, 7, 0), (0, 0, 0), (256, 0, 8192), (0, 1024, 8192),
+                    (512, 512, 8192), (1, 1, 1)]:
+        for batch in (0, 1, 2):
+            choice = _C.auto_kernel(M, N, K, dtype=dtype, sm=90, sm_count=sm_count, allow_tf32=allow_tf32,
+                                    three_tf32=three_tf32, batch=batch)
+            assert choice["kernel"] and choice["reason"], (M, N, K, batch)
+            p = plan(M, N, K, batch=batch, dtype=dtype, sm_count=sm_count)
+            assert isinstance(p, dict), (M, N, K, batch)
+
+
 def test_auto_rule_without_sm90a_code():
     assert _C.auto_kernel(4096, 4096, 4096, dtype=BF16, sm=90, sm90a=False)["kernel"] == "mma_sm80"
 

@@ -5,6 +5,7 @@
 
 #include <torch/extension.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <optional>
@@ -129,8 +130,10 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
     return d;
   }
   const sm90::Plan plan = sm90::plan_call(p, sm_count, o);
-  const int64_t resident = plan.shape.clusters ? max_active_clusters.value_or(sm_count / 2)
-                                               : sm_count;
+  // Pairs resident: as given, else half the SMs (at least one: a one-SM count still launches).
+  const int64_t resident =
+      plan.shape.clusters ? max_active_clusters.value_or(std::max<int64_t>(1, sm_count / 2))
+                          : sm_count;
   const sm90::Grid grid = sm90::plan_grid(plan, resident, o);
   const sm90::Reasons why = sm90::explain_plan(p, plan, grid, o);
 

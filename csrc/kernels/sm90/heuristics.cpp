@@ -719,8 +719,9 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   // resident at launch); 0: not.
   const auto equal_shares = [&](const Shape& s, int64_t max_shares) -> int64_t {
     const int64_t cluster = cluster_rule_of(s) == ClusterRule::kPairs ? 2 : 1;
-    const int64_t turns = turns_of(s, cluster);
-    const int64_t clusters = equal_share_clusters(turns, slots_of(cluster), true, max_shares);
+    const int64_t turns = turns_of(s, cluster), slots = slots_of(cluster);
+    if (turns <= 0 || slots <= 0) return 0;  // an empty product (auto asks about any shape)
+    const int64_t clusters = equal_share_clusters(turns, slots, true, max_shares);
     return clusters % turns == 0 ? clusters / turns : 0;
   };
   if (tf32_splittable && shape.consumers == 1 && o.consumers == 0 && o.stream_k != 0 &&
