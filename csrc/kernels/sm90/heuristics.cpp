@@ -541,13 +541,14 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // fewer than half the SMs with a long K take them, paired, with every turn dealt out in 3 or 4
 // equal shares where those fill 7/8 of the SMs (kWideDealtMinKTiles); 4 to 8 rows of 64×128
 // tiles the plan would split, with a long K, take them paired with every turn dealt out in equal
-// shares on 7/8 of the SMs (kSmallDealtMinKTiles). 16-bit products of at most 64 rows never take half-empty 128-row
-// tiles: 64×256 where the 64×128 ones would not fit in one wave. Two-consumer tiles in 3 tile
-// rows (128×128 ones up to 7) run unpaired (kOddRowsUnpairedMax). tf32, which has no 128-column
-// tiles, splits its 64×256 tiles along K likewise where they leave half the SMs idle
-// (kNarrowSplitMinKTiles); past 192 rows (from 128 where their blocks fill at most half the SMs
-// and K is long) it takes 128×256 tiles with every turn dealt out instead, where the turns split
-// in equal shares of a long enough K (kTf32DealtMinShareKTiles, kTf32DealtMaxShares).
+// shares on 7/8 of the SMs (kSmallDealtMinKTiles). 16-bit products of at most 64 rows never
+// take half-empty 128-row tiles: 64×256 where the 64×128 ones would not fit in one wave.
+// Two-consumer tiles in 3 tile rows (128×128 ones up to 7) run unpaired (kOddRowsUnpairedMax).
+// tf32, which has no 128-column tiles, splits its 64×256 tiles along K likewise where they leave
+// half the SMs idle (kNarrowSplitMinKTiles); past 192 rows (from 128 where their blocks fill at
+// most half the SMs and K is long) it takes 128×256 tiles with every turn dealt out instead, where
+// the turns split in equal shares of a long enough K (kTf32DealtMinShareKTiles,
+// kTf32DealtMaxShares).
 // (Measurements: benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   const bool tf32_splittable = tf32_can_split(p);
@@ -751,7 +752,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   Shape medium_shape = shape;
   medium_shape.consumers = 2, medium_shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
   medium_shape.split_k = 1;
-  const int64_t medium_shares = equal_shares_allowed(o) ? equal_shares(medium_shape, kMaxShares) : 0;
+  const int64_t medium_shares =
+      equal_shares_allowed(o) ? equal_shares(medium_shape, kMaxShares) : 0;
   const bool medium_rows =
       narrow_m == kMediumStreamKNarrowRows ||
       (narrow_m == kMediumStreamKEvenNarrowRows && medium_shares >= kMinShares);
@@ -1108,9 +1110,9 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
       "off: TORCH_GEMM_WGMMA_STREAM_K=0",
       "off: only unsplit 128x256 tiles take stream-K, 128x128 tiles of 193 to 256 rows (449 to "
       "512 in equal shares) with a long K filling at most 5/8 of the SMs, and paired 64x128 tiles "
-      "of 193 to 512 rows with a long K in equal shares (and, under TORCH_GEMM_WGMMA_STREAM_K=3, any "
-      "128x128 tiles and one row of 64x128 tiles or forced ones, or tf32's 64x256, where their "
-      "k-tiles outnumber the resident clusters)",
+      "of 193 to 512 rows with a long K in equal shares (and, under TORCH_GEMM_WGMMA_STREAM_K=3, "
+      "any 128x128 tiles and one row of 64x128 tiles or forced ones, or tf32's 64x256, where "
+      "their k-tiles outnumber the resident clusters)",
       "off: the tiles fit in one round of resident clusters",
       nullptr,
       nullptr,
@@ -1226,6 +1228,15 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   const std::string no_wide = s.wide_tiles < sms / 2
                                   ? wide + " would leave more than " + half + " idle"
                                   : str(p.M) + " rows (at most 64) would leave a 128-row tile half empty";
+  // How a dealt plan's pair turns are cut as launched: plan_grid cuts them again on the pairs
+  // resident at launch, which may be fewer than the sms / 2 a rule counted on.
+  const auto cut_of_turns = [&] {
+    const int64_t clusters = grid.blocks / s.cluster_m();
+    const int64_t turns = std::max<int64_t>(plan.turns, 1);
+    return clusters % turns == 0 && clusters >= turns
+               ? "split in " + str(clusters / turns) + " equal shares"
+               : "dealt over " + str(clusters) + " pairs, unevenly";
+  };
   switch (s.tile_rule) {
     case TileRule::kWide:
       r.tile = "128x256, two consumer warpgroups: the " + wide + " fill at least " + half;
@@ -1352,22 +1363,15 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     }
     case TileRule::kWideDealt: {
-      // The shares as launched: plan_grid cuts the turns again on the pairs resident at launch,
-      // which may be fewer than the sms / 2 the rule counted on.
-      const int64_t clusters = grid.blocks / s.cluster_m();
-      const int64_t turns = std::max<int64_t>(plan.turns, 1);
-      const std::string cut =
-          clusters % turns == 0 && clusters >= turns
-              ? "split in " + str(clusters / turns) + " equal shares"
-              : "dealt over " + str(clusters) + " pairs, unevenly";
       r.tile = "128x256, two consumer warpgroups, every turn dealt out as k-tiles: as whole "
                "tiles the " + wide + " would leave more than " + half + " idle, and 64x128 or "
                "128x128 tiles read two to three times the operand bytes for as many "
                "multiply-adds; with K's " + str(plan.k_tiles) + " k-tiles (" +
                str(kWideDealtMinKTiles) + " or more) the " + str(plan.turns) + " pair turns " +
-               cut + " (the plan takes them where, on " + str(sms / 2) + " resident pairs, they "
-               "split in " + str(kWideDealtMinShares) + " to " + str(kMaxShares) +
-               " equal shares on at least " + str(kWideDealtMinWaveEighths) + "/8 of the SMs, "
+               cut_of_turns() + " (the plan takes them where, on " + str(sms / 2) +
+               " resident pairs, they split in " + str(kWideDealtMinShares) + " to " +
+               str(kMaxShares) + " equal shares on at least " + str(kWideDealtMinWaveEighths) +
+               "/8 of the SMs, "
                "and does not deal out 128x128 tiles in equal shares; see stream_k)";
       break;
     }
@@ -1384,21 +1388,16 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                "stream_k)";
       break;
     case TileRule::kSmallDealt: {
-      const int64_t clusters = grid.blocks / s.cluster_m();
-      const int64_t turns = std::max<int64_t>(plan.turns, 1);
-      const std::string cut =
-          clusters % turns == 0 && clusters >= turns
-              ? "split in " + str(clusters / turns) + " equal shares"
-              : "dealt over " + str(clusters) + " pairs, unevenly";
       r.tile = "64x128, one consumer warpgroup, paired, every turn dealt out as k-tiles: " +
                no_wide + "; the " + str(s.small_tiles) + " tiles of 64x128 in " +
                str(ceil_div(p.M, kWgmmaNarrowBlockM)) + " rows (" +
                str(kSmallDealtMinNarrowRows) + " to " + str(kSmallDealtMaxNarrowRows) +
                ", an even number) would be split or leave SMs idle, and with K's " +
                str(plan.k_tiles) + " k-tiles (" + str(kSmallDealtMinKTiles) + " or more) the " +
-               str(plan.turns) + " pair turns " + cut + " (the plan takes them where, on " +
-               str(sms / 2) + " resident pairs, they split in " + str(kMinShares) + " to " +
-               str(kMaxShares) + " equal shares on at least " + str(kWideDealtMinWaveEighths) +
+               str(plan.turns) + " pair turns " + cut_of_turns() +
+               " (the plan takes them where, on " + str(sms / 2) +
+               " resident pairs, they split in " + str(kMinShares) + " to " + str(kMaxShares) +
+               " equal shares on at least " + str(kWideDealtMinWaveEighths) +
                "/8 of the SMs): a pair reads B's tile once, 8 KB of operands a 64x64x64 step "
                "against a split tile's 12 (see stream_k)";
       break;
