@@ -725,6 +725,15 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     const int64_t clusters = equal_share_clusters(turns, slots, true, max_shares);
     return clusters % turns == 0 ? clusters / turns : 0;
   };
+  // Whether a shape with every turn dealt out runs paired, its pair turns splitting in min_shares
+  // to kMaxShares equal shares on at least kWideDealtMinWaveEighths of the SMs.
+  const auto pairs_dealt_in_equal_shares = [&](const Shape& dealt, int64_t min_shares) {
+    if (cluster_rule_of(dealt) != ClusterRule::kPairs) return false;
+    const int64_t shares = equal_shares(dealt, kMaxShares);
+    const int64_t blocks = shares * turns_of(dealt, 2) * 2;
+    return shares >= min_shares && shares <= kMaxShares &&
+           blocks * 8 >= sms * kWideDealtMinWaveEighths && deals_every_turn(dealt);
+  };
   if (tf32_splittable && shape.consumers == 1 && o.consumers == 0 && o.stream_k != 0 &&
       equal_shares_allowed(o) && p.M >= kWgmmaBlockM) {
     Shape dealt = shape;  // 128×256, two consumers, unpaired (tf32's one short wave: kOneWave)
@@ -752,17 +761,22 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   Shape medium_shape = shape;
   medium_shape.consumers = 2, medium_shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
   medium_shape.split_k = 1;
-  const int64_t medium_shares =
-      equal_shares_allowed(o) ? equal_shares(medium_shape, kMaxShares) : 0;
-  const bool medium_rows =
-      narrow_m == kMediumStreamKNarrowRows ||
-      (narrow_m == kMediumStreamKEvenNarrowRows && medium_shares >= kMinShares);
+  // The 128×128 pair turns' equal shares, counted only where the rule could take them (the plan
+  // runs on every launch).
+  const bool medium_candidate =
+      splittable && o.stream_k != 0 && o.consumers == 0 &&
+      (narrow_m == kMediumStreamKNarrowRows || narrow_m == kMediumStreamKEvenNarrowRows) &&
+      medium >= kMediumStreamKMinTiles && medium * 8 <= sms * kMediumStreamKMaxWaveEighths &&
+      k_tiles >= kMediumStreamKManySharesMinKTiles;
+  const int64_t medium_shares = medium_candidate && equal_shares_allowed(o)
+                                    ? equal_shares(medium_shape, kMaxShares)
+                                    : 0;
   const int64_t medium_min_k_tiles =
       medium_shares > kMinShares ? kMediumStreamKManySharesMinKTiles : kMediumStreamKMinKTiles;
-  bool medium_stream_k = splittable && o.stream_k != 0 && o.consumers == 0 && medium_rows &&
-                         medium >= kMediumStreamKMinTiles &&
-                         medium * 8 <= sms * kMediumStreamKMaxWaveEighths &&
-                         k_tiles >= medium_min_k_tiles && deals_every_turn(medium_shape);
+  bool medium_stream_k =
+      medium_candidate &&
+      (narrow_m == kMediumStreamKNarrowRows || medium_shares >= kMinShares) &&
+      k_tiles >= medium_min_k_tiles && deals_every_turn(medium_shape);
   // 16-bit: paired 128×256 tiles with every turn dealt out in equal shares where as whole tiles
   // they would leave half the SMs idle and K is long (kWideDealtMinKTiles); an even number of
   // tile rows, more than 192 rows (a pair's second tile more than half full; measured at 256 and
@@ -774,12 +788,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     dealt.consumers = 2, dealt.block_n = static_cast<int>(kWgmmaBlockN);
     dealt.split_k = 1, dealt.split_groups = 1, dealt.stream_k_all = true;
     dealt.tile_rule = TileRule::kWideDealt;
-    const bool paired = cluster_rule_of(dealt) == ClusterRule::kPairs;
-    const int64_t shares = equal_shares(dealt, kMaxShares);
-    const int64_t blocks = shares * turns_of(dealt, 2) * 2;
     const bool medium_even = medium_stream_k && medium_shares > 0;
-    if (paired && shares >= kWideDealtMinShares && shares <= kMaxShares &&
-        blocks * 8 >= sms * kWideDealtMinWaveEighths && !medium_even && deals_every_turn(dealt)) {
+    if (!medium_even && pairs_dealt_in_equal_shares(dealt, kWideDealtMinShares)) {
       shape = dealt;
       medium_stream_k = false;
     }
@@ -797,13 +807,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     Shape dealt = shape;
     dealt.split_k = 1, dealt.split_groups = 1, dealt.stream_k_all = true;
     dealt.tile_rule = TileRule::kSmallDealt;
-    const bool paired = cluster_rule_of(dealt) == ClusterRule::kPairs;
-    const int64_t shares = equal_shares(dealt, kMaxShares);
-    const int64_t blocks = shares * turns_of(dealt, 2) * 2;
-    if (paired && shares >= kMinShares && shares <= kMaxShares &&
-        blocks * 8 >= sms * kWideDealtMinWaveEighths && deals_every_turn(dealt)) {
-      shape = dealt;
-    }
+    if (pairs_dealt_in_equal_shares(dealt, kMinShares)) shape = dealt;
   }
   if (p.tf32_promoted) {
     // 3xTF32's inner product: the promoted tf32 tiles are 128 columns wide; one consumer where
@@ -1371,8 +1375,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                cut_of_turns() + " (the plan takes them where, on " + str(sms / 2) +
                " resident pairs, they split in " + str(kWideDealtMinShares) + " to " +
                str(kMaxShares) + " equal shares on at least " + str(kWideDealtMinWaveEighths) +
-               "/8 of the SMs, "
-               "and does not deal out 128x128 tiles in equal shares; see stream_k)";
+               "/8 of the SMs, and does not deal out 128x128 tiles in equal shares; see "
+               "stream_k)";
       break;
     }
     case TileRule::kMediumStreamK:
