@@ -744,7 +744,8 @@ def test_wgmma_sixteen_bit_wide_dealt_by_the_plan():
 # workspace whose memory last held the old "set" value 1 (and all ones), call after call, and in a
 # CUDA graph whose replays repeat the captured tag over the same workspace. On a 132-SM H100/H200:
 # paired 64x128 tiles dealt in 4 shares, 128x128 tiles dealt in 2, tf32 64x256 tiles split in 8
-# over 4 clusters a tile; then the first two with TORCH_GEMM_WGMMA_FLAGS=zeroed.
+# over 4 clusters a tile (on another GPU, those of them whose plan there sets flags); then the
+# first two with TORCH_GEMM_WGMMA_FLAGS=zeroed.
 FLAG_PRODUCTS = [(torch.bfloat16, 512, 512, 8192), (torch.float16, 512, 2048, 11008),
                  (torch.float32, 64, 512, 8192)]
 
@@ -755,20 +756,23 @@ def test_partial_sum_flags_need_no_memset():
     was_tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = True
     try:
-        operands = []
+        operands, workspaces = [], []
         for dtype, M, N, K in FLAG_PRODUCTS:
-            p = torch_gemm.explain(torch.empty(M, K, device="meta", dtype=dtype),
-                                   torch.empty(N, K, device="meta", dtype=dtype).t(),
-                                   kernel="wgmma_sm90", sm=90, sm_count=132,
-                                   max_active_clusters=66, allow_tf32=True)["plan"]
-            assert p["stream_k"] or p["split_groups"] > 1, p
             gen = generator("cuda", "flags", str(dtype), M, N, K)
-            operands.append(make_operands(M, N, K, "b_t", dtype, "cuda", gen))
-        junk = torch.empty(64 << 20, dtype=torch.int64, device="cuda")
-        junk[: junk.numel() // 2].fill_(1)
-        junk[junk.numel() // 2:].fill_(-1)
-        del junk  # its memory goes back to the caching allocator, for the workspaces below
-        for a, b in operands:
+            a, b = make_operands(M, N, K, "b_t", dtype, "cuda", gen)
+            p = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]  # this GPU's own plan
+            if p["stream_k"] or p["split_groups"] > 1:
+                operands.append((a, b))
+                workspaces.append(p["workspace_bytes"])
+        assert operands, "no product sets flags on this GPU"
+        for (a, b), nbytes in zip(operands, workspaces):
+            # Blocks of the workspace's size that last held the old "set" value 1 and all ones,
+            # freed just before the call, which the caching allocator hands out again first.
+            torch.cuda.empty_cache()
+            words = (nbytes + 7) // 8
+            poison = [torch.full((words,), 1, dtype=torch.int64, device="cuda"),
+                      torch.full((words,), -1, dtype=torch.int64, device="cuda")]
+            del poison
             first = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
             assert_close_to_reference(first, a, b)
             for _ in range(3):
