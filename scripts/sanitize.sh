@@ -15,7 +15,8 @@
 # default). initcheck does not count TMA stores as writes: scripts/initcheck_probe.sh flags only
 # its TMA-store variants, so under initcheck alone wgmma_sm90's C leaves from registers
 # (sanitize_cases.py's TOOL_ENV: TORCH_GEMM_WGMMA_STORE=registers), every other part of the kernel
-# checked.
+# checked; and the partial sums' flags are zeroed before the launch (TORCH_GEMM_WGMMA_FLAGS=zeroed),
+# where initcheck would count the loads waiting on them as uninitialized reads.
 # Known: racecheck reports a race on every handoff through shared memory that an mbarrier (or a
 # named barrier's bar.arrive) orders, though the PTX memory model orders it (reproduced by
 # scripts/racecheck_probe.cu); wgmma_sm90's bias row is such a handoff, so under racecheck

@@ -56,7 +56,10 @@ OVERRIDE_ARGS = {
 # (scripts/initcheck_probe.cu: its TMA-store variant is flagged, the same box stored by st.global
 # after wgmma's fences is not). Under initcheck alone C therefore leaves wgmma_sm90 from
 # registers; everything else in the kernel stays checked, and the other tools run the TMA store.
-TOOL_ENV = {"initcheck": {"TORCH_GEMM_WGMMA_STORE": "registers"}}
+# Likewise initcheck counts the loads that wait on a partial sum's flag before its writer sets it
+# (the flags carry a launch tag and need no memset) as uninitialized reads: under initcheck the
+# launcher zeroes them first, which the plan does not see.
+TOOL_ENV = {"initcheck": {"TORCH_GEMM_WGMMA_STORE": "registers", "TORCH_GEMM_WGMMA_FLAGS": "zeroed"}}
 
 
 @dataclass(frozen=True)

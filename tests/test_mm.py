@@ -739,6 +739,61 @@ def test_wgmma_sixteen_bit_wide_dealt_by_the_plan():
     check_wgmma_under_env("wide_dealt_plan", WIDE_DEALT_SHAPES, LAYOUTS, {})
 
 
+# The partial sums' flags carry a tag of the launch and are cleared by their one reader, with no
+# memset before the launch: plans that deal turns out or split tiles over clusters are right over a
+# workspace whose memory last held the old "set" value 1 (and all ones), call after call, and in a
+# CUDA graph whose replays repeat the captured tag over the same workspace. On a 132-SM H100/H200:
+# paired 64x128 tiles dealt in 4 shares, 128x128 tiles dealt in 2, tf32 64x256 tiles split in 8
+# over 4 clusters a tile (on another GPU, those of them whose plan there sets flags); then the
+# first two with TORCH_GEMM_WGMMA_FLAGS=zeroed.
+FLAG_PRODUCTS = [(torch.bfloat16, 512, 512, 8192), (torch.float16, 512, 2048, 11008),
+                 (torch.float32, 64, 512, 8192)]
+
+
+@requires_cuda
+def test_partial_sum_flags_need_no_memset():
+    skip_unless_wgmma()
+    was_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        operands, workspaces = [], []
+        for dtype, M, N, K in FLAG_PRODUCTS:
+            gen = generator("cuda", "flags", str(dtype), M, N, K)
+            a, b = make_operands(M, N, K, "b_t", dtype, "cuda", gen)
+            p = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]  # this GPU's own plan
+            if p["stream_k"] or p["split_groups"] > 1:
+                operands.append((a, b))
+                workspaces.append(p["workspace_bytes"])
+        assert operands, "no product sets flags on this GPU"
+        for (a, b), nbytes in zip(operands, workspaces):
+            # Blocks of the workspace's size that last held the old "set" value 1 and all ones,
+            # freed just before the call, which the caching allocator hands out again first.
+            torch.cuda.empty_cache()
+            words = (nbytes + 7) // 8
+            poison = [torch.full((words,), 1, dtype=torch.int64, device="cuda"),
+                      torch.full((words,), -1, dtype=torch.int64, device="cuda")]
+            del poison
+            first = torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90")
+            assert_close_to_reference(first, a, b)
+            for _ in range(3):
+                assert torch.equal(torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90"), first)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = [torch_gemm.mm_tiled(a, b, kernel="wgmma_sm90") for a, b in operands]
+        for _ in range(3):
+            for a, _ in operands:
+                a.copy_(torch.randn_like(a))
+            graph.replay()
+            torch.cuda.synchronize()
+            for out, (a, b) in zip(outs, operands):
+                assert_close_to_reference(out, a, b)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = was_tf32
+    # As the sanitizer's initcheck runs them: the flags zeroed before the launch as well.
+    check_wgmma_under_env("flags_zeroed", [(512, 512, 8192), (512, 2048, 11008)], ["b_t"],
+                          {"TORCH_GEMM_WGMMA_FLAGS": "zeroed"})
+
+
 # C from registers where TMA would store it (TORCH_GEMM_WGMMA_STORE=registers, which
 # sanitize_cases.py sets under initcheck): 64-row, paired 128×256 and 128×128 tiles, edge tiles in
 # M and N; and in float32, tf32 (its transposed product where B is N-major) and 3xTF32.

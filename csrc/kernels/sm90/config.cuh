@@ -163,16 +163,22 @@ struct WgmmaParams {
   // cluster (TileWalk), so that no cluster idles through a last partial turn; 0: every turn
   // whole. A cluster that computes a tile's k-tiles but not its last ones leaves its sums in
   // sk_partials, block b's consumer w at (b·kConsumers + w) · kAccumulators · 128 floats, and
-  // sets sk_flags[b·kConsumers + w] to 1 (the launcher zeroes the flags); the cluster with the
-  // tile's last k-tiles adds them.
+  // sets sk_flags[b·kConsumers + w] to sk_tag; the cluster with the tile's last k-tiles waits for
+  // that tag, adds them and clears the flag to 0. No memset precedes the launch: the tag is one no
+  // earlier launch of the process used (the launcher's next_flag_tag), and every flag a launch
+  // sets is cleared by its one reader in the same launch, so a CUDA graph's replays, which repeat
+  // the captured tag over the same workspace, each start from cleared flags; memory the workspace
+  // reuses holds the tag only by a 64-bit coincidence. (TORCH_GEMM_WGMMA_FLAGS=zeroed zeroes them
+  // first, for initcheck, which counts the waiting loads before the store as uninitialized reads.)
   int sk_turns = 0;
   float* sk_partials = nullptr;
-  int* sk_flags = nullptr;
+  unsigned long long* sk_flags = nullptr;
+  unsigned long long sk_tag = 0;
   // Split-K over split_groups clusters of kSplitK blocks a tile (1: one cluster): cluster c takes
   // tile c % turns and group c / turns, its block s the slice group · kSplitK + s of K. Every
   // group but the last leaves its blocks' owned sums (after reduce_split) in sk_partials and sets
-  // their flags in sk_flags (the launcher zeroes them); the last group adds them to its own in
-  // group order and stores the tile (reduce_groups).
+  // their flags in sk_flags to sk_tag (cleared by their reader, as stream-K's); the last group adds
+  // them to its own in group order and stores the tile (reduce_groups).
   int split_groups = 1;
   // 3xTF32 (Config::kPromoted): the leading k-tiles that hold cross terms only (three_tf32.cu's
   // first two K-long segments), which Consumer::run_promoted sums without promoting each k-tile.

@@ -404,7 +404,8 @@ void reserve_partials(int64_t floats, int64_t flags, WgmmaPlan* plan) {
   plan->stream_k_flags_offset =
       plan->stream_k_offset + round_up(floats * int64_t{sizeof(float)}, F::kWorkspaceAlignBytes);
   plan->workspace_bytes =
-      plan->stream_k_flags_offset + round_up(flags * int64_t{sizeof(int)}, F::kWorkspaceAlignBytes);
+      plan->stream_k_flags_offset +
+      round_up(flags * int64_t{sizeof(unsigned long long)}, F::kWorkspaceAlignBytes);
   plan->stream_k_bytes = plan->workspace_bytes - plan->stream_k_offset;
 }
 
@@ -485,7 +486,7 @@ int stream_k_turns(int64_t turns, int64_t slots, int64_t k_tiles, bool all, cons
 }  // namespace
 
 Overrides parse_overrides(const char* shape, const char* cluster, const char* stream_k,
-                          const char* max_clusters, const char* store) {
+                          const char* max_clusters, const char* store, const char* flags) {
   Overrides o;
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN), groups = 1;
   const int fields = shape == nullptr ? 0
@@ -518,6 +519,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
   const int n = max_clusters == nullptr ? 0 : std::atoi(max_clusters);
   o.max_clusters = n > 0 ? n : INT_MAX;
   o.tma_store = store == nullptr || std::strcmp(store, "registers") != 0;
+  o.zero_flags = flags != nullptr && std::strcmp(flags, "zeroed") == 0;
   return o;
 }
 

@@ -56,11 +56,16 @@ struct Overrides {
   // (scripts/sanitize_cases.py's TOOL_ENV sets it under initcheck, which does not see TMA stores
   // as writes).
   bool tma_store = true;
+  // TORCH_GEMM_WGMMA_FLAGS=zeroed: the launcher zeroes stream-K's and split groups' flags before
+  // the launch (a memset on the stream), where otherwise their launch tag needs none
+  // (WgmmaParams::sk_tag); sanitize_cases.py's TOOL_ENV sets it under initcheck.
+  bool zero_flags = false;
 };
 
 // The overrides from the variables' values (null: unset). A value out of range is ignored.
 Overrides parse_overrides(const char* shape, const char* cluster, const char* stream_k,
-                          const char* max_clusters, const char* store);
+                          const char* max_clusters, const char* store,
+                          const char* flags = nullptr);
 
 // Which rule set the tile and the clusters (for explain's reasons).
 enum class TileRule {

@@ -3,8 +3,10 @@
 // compiled once per configuration in instantiations/); the driver calls the tensor maps need.
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <type_traits>
 
@@ -50,8 +52,24 @@ const Overrides& overrides() {
   static const Overrides read = parse_overrides(
       std::getenv("TORCH_GEMM_WGMMA_SHAPE"), std::getenv("TORCH_GEMM_WGMMA_CLUSTER"),
       std::getenv("TORCH_GEMM_WGMMA_STREAM_K"), std::getenv("TORCH_GEMM_WGMMA_MAX_CLUSTERS"),
-      std::getenv("TORCH_GEMM_WGMMA_STORE"));
+      std::getenv("TORCH_GEMM_WGMMA_STORE"), std::getenv("TORCH_GEMM_WGMMA_FLAGS"));
   return read;
+}
+
+// splitmix64 of a per-process random salt plus a launch count: a bijection of the count, so no
+// two launches of the process share a tag, and a tag is as unlikely as any 64-bit value to be
+// what reused memory holds. Never 0, a cleared flag.
+unsigned long long next_flag_tag() {
+  static const uint64_t salt = [] {
+    std::random_device device;
+    return (uint64_t{device()} << 32) ^ uint64_t{device()};
+  }();
+  static std::atomic<uint64_t> launches{0};
+  uint64_t z = salt + (launches.fetch_add(1, std::memory_order_relaxed) + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return z == 0 ? 1 : z;
 }
 
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {

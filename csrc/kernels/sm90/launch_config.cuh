@@ -187,8 +187,7 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
   config.attrs = &cluster;
   config.numAttrs = 1;
   if constexpr (kSplitK > 1) {
-    if (wp.split_groups > 1) {
-      // Every group's flags start at zero (each launch: a slot is written once).
+    if (wp.split_groups > 1 && overrides().zero_flags) {
       const WgmmaPlan& ops = plan.product;
       status = check_call(
           cudaMemsetAsync(wp.sk_flags, 0,
@@ -239,11 +238,13 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
   if constexpr (kHasStreamK) {
     run.sk_turns = grid.sk_turns;
     if (run.sk_turns > 0) {
-      // Every slot's flag starts at zero (each launch: a slot's partial is written once).
-      status = check_call(cudaMemsetAsync(run.sk_flags, 0,
-                                          sizeof(int) * grid.slots * kClusterM * kConsumers, stream),
-                          "cudaMemsetAsync of the stream-K flags");
-      if (!status.ok()) return status;
+      if (overrides().zero_flags) {
+        status = check_call(
+            cudaMemsetAsync(run.sk_flags, 0,
+                            sizeof(*run.sk_flags) * grid.slots * kClusterM * kConsumers, stream),
+            "cudaMemsetAsync of the stream-K flags");
+        if (!status.ok()) return status;
+      }
       const auto stream_k_kernel =
           allowed_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, kClusterM, kSplitK, true>(
               &status);
@@ -368,7 +369,8 @@ struct ConfigLauncher {
     if (ops.stream_k_bytes > 0) {
       char* workspace = static_cast<char*>(p.workspace);
       wp.sk_partials = reinterpret_cast<float*>(workspace + ops.stream_k_offset);
-      wp.sk_flags = reinterpret_cast<int*>(workspace + ops.stream_k_flags_offset);
+      wp.sk_flags = reinterpret_cast<unsigned long long*>(workspace + ops.stream_k_flags_offset);
+      wp.sk_tag = next_flag_tag();
     }
     status = launch_product<kConsumers, kMmaN>(ops, map_a, map_b, map_c, wp, plan, stream);
     if (!status.ok() || p.row_sum == nullptr) return status;

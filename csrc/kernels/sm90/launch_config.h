@@ -27,6 +27,10 @@ LaunchStatus launch_config(const Plan& plan, const GemmParams& caller, cudaStrea
 // The environment's overrides (heuristics.h), read once per process, not per launch.
 const Overrides& overrides();
 
+// A launch's tag for the flags of its partial sums (WgmmaParams::sk_tag): nonzero, and never the
+// same twice in the process.
+unsigned long long next_flag_tag();
+
 // The driver's cuTensorMapEncodeTiled, or nullptr where the driver lacks it.
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder();
 

@@ -118,18 +118,24 @@ __device__ __forceinline__ void store_cluster_v4(uint32_t remote, float x, float
 
 // Stream-K's flags in global memory, between blocks on different SMs: the release makes this
 // thread's earlier writes (and, after a barrier, its warpgroup's) visible at gpu scope before the
-// flag; the acquire orders the reader's later loads after the writes the flag covers.
-__device__ __forceinline__ void store_flag_release(int* flag) {
+// flag, set to the launch's tag (WgmmaParams::sk_tag); the acquire orders the reader's later loads
+// after the writes the flag covers; the reader then clears it for the next launch.
+__device__ __forceinline__ void store_flag_release(unsigned long long* flag,
+                                                   unsigned long long tag) {
   asm volatile(
       "fence.acq_rel.gpu;\n"
-      "st.relaxed.gpu.global.b32 [%0], 1;" ::"l"(flag)
+      "st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(flag), "l"(tag)
       : "memory");
 }
 
-__device__ __forceinline__ int load_flag_acquire(const int* flag) {
-  int value;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(value) : "l"(flag) : "memory");
+__device__ __forceinline__ unsigned long long load_flag_acquire(const unsigned long long* flag) {
+  unsigned long long value;
+  asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(value) : "l"(flag) : "memory");
   return value;
+}
+
+__device__ __forceinline__ void clear_flag(unsigned long long* flag) {
+  asm volatile("st.relaxed.gpu.global.b64 [%0], 0;" ::"l"(flag) : "memory");
 }
 
 // ---- TMA: one box of a 3-D tensor map (x or k innermost, then the other, then the batch) into

@@ -100,21 +100,21 @@ __device__ __forceinline__ void store_partial_sums(const WgmmaParams& p,
     __stcg(dst + i * Config::kWarpgroupThreads, make_float4(d[j], d[j + 1], d[j + 2], d[j + 3]));
   }
   warpgroup_sync(consumer);
-  if (leader) store_flag_release(p.sk_flags + slot);
+  if (leader) store_flag_release(p.sk_flags + slot, p.sk_tag);
 }
 
-// The partial sums of slot `slot` added to d[first, first + kCount), once its flag says they are
-// written (the leader's acquiring load, then the barrier, order every thread's loads after the
-// writes).
+// The partial sums of slot `slot` added to d[first, first + kCount), once its flag holds this
+// launch's tag (the leader's acquiring load, then the barrier, order every thread's loads after the
+// writes). The leader clears the flag: its one reader is done with it, and the next launch over
+// this workspace (a graph's replay, with the same tag) must not see it set.
 template <typename Config, int kCount = Config::kAccumulators>
 __device__ __forceinline__ void add_partial_sums(const WgmmaParams& p,
                                                  float (&d)[Config::kAccumulators], int slot,
                                                  int consumer, bool leader, int first = 0) {
   if (leader) {
-    int written = 0;
-    do {
-      written = load_flag_acquire(p.sk_flags + slot);
-    } while (written == 0);
+    while (load_flag_acquire(p.sk_flags + slot) != p.sk_tag) {
+    }
+    clear_flag(p.sk_flags + slot);
   }
   warpgroup_sync(consumer);
   const float4* src = partial_sums<Config, kCount>(p, slot);
