@@ -114,7 +114,7 @@ def test_few_tiles_take_64x128_tiles(dtype):
 @pytest.mark.parametrize("M, N, K, split", [
     (32, 4096, 8192, 2),    # 32 tiles of 64x128: more than 28 clusters of 4
     (64, 4096, 14336, 2),
-    (128, 4096, 4096, 2),   # 64 tiles
+    (128, 4096, 2496, 2),   # 64 tiles, 39 k-tiles (paired and dealt out from 40)
     (16, 2048, 8192, 4),    # 16 tiles: more than 14 clusters of 8
     (16, 1024, 1024, 2),    # 16 k-tiles: 8 a slice at most
     (64, 1024, 2048, 4),    # 8 tiles, 32 k-tiles
@@ -265,7 +265,7 @@ def test_streaming_every_tile_follows_the_overrides():
     p = plan(50, 300, 1000, shape="1x4x128", stream_k="3", max_clusters="3")
     assert p["split_k"] == 1 and p["stream_k_turns"] == 3 and p["grid"] == 3 and "forced" in p["why"]["tile"]
     assert not plan(50, 300, 64, shape="1x1x128", stream_k="3")["stream_k"]  # 3 tiles of 1 k-tile < 132 blocks
-    assert not plan(100, 4096, 4096, stream_k="3")["stream_k"]   # two rows of 64x128 tiles
+    assert not plan(100, 4096, 2496, stream_k="3")["stream_k"]   # two rows of 64x128 tiles
     p = plan(128, 2048, 28672, stream_k="3")  # the plan's 128x128 tiles split in 4: kept
     assert (tuple(p["tile"]), p["split_k"]) == ((128, 128), 4) and not p["stream_k"]
     assert not plan(64, 4096, 4096, shape="1x1", stream_k="3")["stream_k"]  # 64x256
@@ -401,39 +401,45 @@ def test_stream_k_over_128x128_tiles_not_taken(why, M, N, K):
     assert "128x128, two consumer warpgroups, every turn" not in p["why"]["tile"], why
 
 
-# 16-bit products of 4 to 8 rows of 64-row tiles (an even number) whose 64x128 tiles the plan
-# would split, with K of 128 k-tiles or more: those tiles paired with every turn dealt out in equal
-# shares on 7/8 of the SMs or more (16 pair turns in 4 shares), every layout; edge tiles and a
-# ragged K; batched.
-@pytest.mark.parametrize("batch, M, N, K", [
-    (1, 512, 512, 8192), (1, 256, 1024, 8192), (1, 250, 1000, 8200), (2, 256, 512, 8192),
-    (1, 256, 1024, 14336),
+# 16-bit products of 2 to 8 rows of 64-row tiles (an even number) whose 64x128 tiles the plan
+# would split: those tiles paired with every turn dealt out where the pair turns split in 2 to 4
+# equal shares of 20 k-tiles or more on 5/8 of the SMs or more (16 turns in 4 shares, 20 in 3, 24
+# and 32 in 2), every layout; edge tiles and a ragged K; batched.
+@pytest.mark.parametrize("batch, M, N, K, turns, grid", [
+    (1, 512, 512, 8192, 16, 128), (1, 256, 1024, 8192, 16, 128), (1, 250, 1000, 8200, 16, 128),
+    (2, 256, 512, 8192, 16, 128), (1, 256, 1024, 14336, 16, 128), (1, 512, 512, 5120, 16, 128),
+    (1, 128, 2048, 5632, 16, 128), (1, 128, 2560, 5632, 20, 120), (1, 128, 3072, 3072, 24, 96),
+    (1, 100, 3000, 3100, 24, 96), (1, 384, 1024, 8192, 24, 96), (1, 512, 1024, 2560, 32, 128),
+    (1, 256, 2048, 4096, 32, 128), (1, 128, 4096, 28672, 32, 128),
 ])
 @pytest.mark.parametrize("layout", ["NT", "NN", "TN"])
 @pytest.mark.parametrize("dtype", [BF16, FP16])
-def test_few_split_64x128_tiles_with_a_long_k_take_them_paired_and_dealt_out(batch, M, N, K, layout, dtype):
+def test_few_split_64x128_tiles_take_them_paired_and_dealt_out(batch, M, N, K, turns, grid, layout, dtype):
     a_strides = [K, 1] if layout[0] == "N" else [1, M]
     b_strides = [1, K] if layout[1] == "T" else [N, 1]
     p = plan(M, N, K, batch=batch, dtype=dtype, max_active_clusters=66, a_strides=a_strides,
              b_strides=b_strides)
     assert tuple(p["tile"]) == (64, 128) and p["cluster"] == 2 and p["split_k"] == 1, p
-    assert p["stream_k"] and p["stream_k_turns"] == p["turns"] == 16 and p["grid"] == 128, p
-    assert "paired, every turn dealt out" in p["why"]["tile"] and "4 equal shares" in p["why"]["tile"]
+    assert p["stream_k"] and p["stream_k_turns"] == p["turns"] == turns and p["grid"] == grid, p
+    shares = grid // (2 * turns)
+    assert "paired, every turn dealt out" in p["why"]["tile"]
+    assert f"{shares} equal shares" in p["why"]["tile"], p["why"]["tile"]
     assert "stream-K spreads K" in p["why"]["split_k"]
     assert_stream_k_grid(p)
     assert_supported(p, dtype)
 
 
-# Not with K under 128 k-tiles, 8 pair turns (8 shares), on fewer than 7/8 of the SMs (24 turns in
-# 2 shares: 96 blocks), an odd number of tile rows, one or two tile rows or more than eight, where
+# Not with shares under 20 k-tiles (4 of 16, 3 of 13, 2 of 19), 8 pair turns (in 4 shares on 64
+# blocks: under 5/8 of the SMs), an odd number of tile rows, one tile row or more than eight, where
 # the plan deals out 128x128 tiles, in tf32, with row sums, nor under forced shapes, clusters or
 # stream-K off.
 @pytest.mark.parametrize("why, M, N, K, kwargs", [
-    ("short K", 512, 512, 6144, {}),
+    ("4 shares of 16 k-tiles", 512, 512, 4096, {}),
+    ("3 shares of 13 k-tiles", 128, 2560, 2560, {}),
+    ("2 shares of 19 k-tiles", 512, 1024, 2432, {}),
     ("8 turns", 512, 256, 8192, {}),
-    ("96 blocks", 384, 1024, 8192, {}),
     ("five tile rows", 320, 1024, 8192, {}),
-    ("two tile rows", 128, 2048, 8192, {}),
+    ("one tile row", 64, 4096, 8192, {}),
     ("ten tile rows", 640, 512, 8192, {}),
     ("128x128 dealt", 512, 1024, 8192, {}),
     ("tf32", 512, 512, 8192, {"dtype": FP32}),
@@ -869,8 +875,8 @@ def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
 # tf32.
 @pytest.mark.parametrize("M, N, K, tile, split", [
     (128, 2048, 28672, (128, 128), 4), (128, 3072, 14336, (128, 128), 4), (100, 2000, 12289, (128, 128), 4),
-    (128, 2048, 5120, (64, 128), 2),     # a short K
-    (128, 4096, 28672, (64, 128), 2),    # 32 tiles of 128x128 in 4: more clusters than a wave
+    (128, 2048, 5120, (64, 128), 1),     # a short K (64x128 pairs dealt out in 4 shares)
+    (128, 4096, 28672, (64, 128), 1),    # 32 tiles of 128x128 in 4: more clusters than a wave
     (64, 2048, 28672, (64, 128), 4),     # one row of 64x128 tiles
     (256, 2048, 28672, (128, 128), 1),   # four rows
     (128, 1024, 28672, (64, 128), 4),    # 64x128 in 4: more blocks than 128x128 in 4

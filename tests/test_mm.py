@@ -283,10 +283,12 @@ WGMMA_MEDIUM_STREAM_K_SHAPES = [(1, 256, 2048, 10240), (1, 200, 4001, 10307), (1
                                 (2, 256, 1024, 10240), (1, 512, 2048, 10240), (1, 500, 1000, 8300)]
 
 
-# wgmma_sm90 pairs the 64×128 tiles of 4 to 8 tile rows that it would split, with every turn dealt
-# out in equal shares, where K is long (128 k-tiles or more). On a 132-SM H100/H200: 16 pair turns
-# in 4 shares; edge tiles in M and N with a ragged K (129 k-tiles); batched.
-WGMMA_SMALL_DEALT_SHAPES = [(1, 512, 512, 8192), (1, 250, 1000, 8200), (2, 256, 512, 8192)]
+# wgmma_sm90 pairs the 64×128 tiles of 2 to 8 tile rows that it would split, with every turn dealt
+# out in equal shares of 20 k-tiles or more. On a 132-SM H100/H200: 16 pair turns in 4 shares;
+# edge tiles in M and N with a ragged K (129 k-tiles); batched; two tile rows, the second partial,
+# 24 turns in 2 shares of a ragged 49 k-tiles (96 blocks).
+WGMMA_SMALL_DEALT_SHAPES = [(1, 512, 512, 8192), (1, 250, 1000, 8200), (2, 256, 512, 8192),
+                            (1, 100, 3000, 3100)]
 
 
 # wgmma_sm90 runs two-consumer tiles unpaired in an odd number of tile rows (3; 128×128 up to 7),
@@ -364,7 +366,7 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
     "odd_rows": (WGMMA_ODD_ROWS_SHAPES, [(384, 4096, 4096), (330, 4001, 3000)]),
     "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES, [(256, 2048, 10240), (200, 4001, 10307)]),
-    "small_dealt": (WGMMA_SMALL_DEALT_SHAPES, [(512, 512, 8192), (250, 1000, 8200)]),
+    "small_dealt": (WGMMA_SMALL_DEALT_SHAPES, [(512, 512, 8192), (250, 1000, 8200), (100, 3000, 3100)]),
 }
 
 

@@ -299,18 +299,21 @@ constexpr int64_t kWideDealtMinKTiles = 160;
 constexpr int64_t kWideDealtMinShares = 3;
 constexpr int64_t kWideDealtMinWaveEighths = 7;
 
-// 16-bit products of 4 to 8 rows of 64-row tiles (an even number) whose 64×128 tiles the plan
-// splits along K or leaves few, with K of kSmallDealtMinKTiles or more, take those tiles paired
-// (one consumer each) with every turn dealt out, where the pair turns split in kMinShares to
-// kMaxShares equal shares on at least kWideDealtMinWaveEighths of the SMs and the plan does not
-// deal out 128×128 tiles instead: a pair reads 8 KB of operands from L2 a 64×64×64 step, as
-// cuBLAS's few-hundred-row kernels do, where a split tile's block reads 12 (benchmarks/NOTES.md,
-// session 43). 512 rows against 512 columns and 256 against 1024 (16 turns in 4 shares), K = 8192:
-// 1.04–1.10× faster than the 64×128 tiles split in 2 (H100 and H200, session 44); with 96 k-tiles
-// 0.92–1.02, and against 256 columns (8 turns) 0.52–0.70.
-constexpr int64_t kSmallDealtMinNarrowRows = 4;
+// 16-bit products of 2 to 8 rows of 64-row tiles (an even number) whose 64×128 tiles the plan
+// splits along K or leaves few take those tiles paired (one consumer each) with every turn dealt
+// out, where the pair turns split in kMinShares to kMaxShares equal shares of at least
+// kSmallDealtMinShareKTiles k-tiles each, on at least kSmallDealtMinWaveEighths of the SMs, and
+// the plan does not deal out 128×128 tiles instead: a pair reads 8 KB of operands from L2 a
+// 64×64×64 step, as cuBLAS's few-hundred-row kernels do, where a split tile's block reads 12
+// (benchmarks/NOTES.md, session 43). With the flags' memset gone (session 45, H100, 78 products
+// at 128–512 rows the plan split in 2): 2 shares of 20 k-tiles or more 1.01–1.23× faster than the
+// split tiles (512 × 1024, 256 × 2048, 128 × 4096; 24 turns in 2 shares on 96 blocks, 128 × 3072,
+// 1.02–1.19×), 3 and 4 shares of 22 or more 1.01–1.07×, of 20 0.99–1.00, of 13–16 0.74–0.99; 8
+// turns in 4 shares on 64 blocks (512 × 256) 0.52–0.70 (session 44).
+constexpr int64_t kSmallDealtMinNarrowRows = 2;
 constexpr int64_t kSmallDealtMaxNarrowRows = 8;
-constexpr int64_t kSmallDealtMinKTiles = 128;
+constexpr int64_t kSmallDealtMinShareKTiles = 20;
+constexpr int64_t kSmallDealtMinWaveEighths = 5;
 
 // Row sums are fused where the tile columns give at least this many slices of K: a tile's slice
 // then moves at most 1/8 of the bytes of A its product reads, which two warps' loads keep up with.
@@ -541,9 +544,9 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // (449 to 512 where the pair turns split in equal shares) with a long K and few tiles take 128×128
 // tiles with stream-K over every turn (kMediumStreamKMinKTiles); 2 or 4 rows of 128×256 tiles
 // fewer than half the SMs with a long K take them, paired, with every turn dealt out in 3 or 4
-// equal shares where those fill 7/8 of the SMs (kWideDealtMinKTiles); 4 to 8 rows of 64×128
-// tiles the plan would split, with a long K, take them paired with every turn dealt out in equal
-// shares on 7/8 of the SMs (kSmallDealtMinKTiles). 16-bit products of at most 64 rows never
+// equal shares where those fill 7/8 of the SMs (kWideDealtMinKTiles); 2 to 8 rows of 64×128
+// tiles the plan would split take them paired with every turn dealt out, in equal shares of a long
+// enough K on 5/8 of the SMs (kSmallDealtMinShareKTiles). 16-bit products of at most 64 rows never
 // take half-empty 128-row tiles: 64×256 where the 64×128 ones would not fit in one wave.
 // Two-consumer tiles in 3 tile rows (128×128 ones up to 7) run unpaired (kOddRowsUnpairedMax).
 // tf32, which has no 128-column tiles, splits its 64×256 tiles along K likewise where they leave
@@ -727,14 +730,16 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     const int64_t clusters = equal_share_clusters(turns, slots, true, max_shares);
     return clusters % turns == 0 ? clusters / turns : 0;
   };
-  // Whether a shape with every turn dealt out runs paired, its pair turns splitting in min_shares
-  // to kMaxShares equal shares on at least kWideDealtMinWaveEighths of the SMs.
-  const auto pairs_dealt_in_equal_shares = [&](const Shape& dealt, int64_t min_shares) {
-    if (cluster_rule_of(dealt) != ClusterRule::kPairs) return false;
+  // The equal shares (min_shares to kMaxShares) in which a shape with every turn dealt out splits
+  // its pair turns on at least min_wave_eighths of the SMs; 0: none (or not paired).
+  const auto pairs_dealt_in_equal_shares = [&](const Shape& dealt, int64_t min_shares,
+                                               int64_t min_wave_eighths) -> int64_t {
+    if (cluster_rule_of(dealt) != ClusterRule::kPairs) return 0;
     const int64_t shares = equal_shares(dealt, kMaxShares);
     const int64_t blocks = shares * turns_of(dealt, 2) * 2;
-    return shares >= min_shares && shares <= kMaxShares &&
-           blocks * 8 >= sms * kWideDealtMinWaveEighths && deals_every_turn(dealt);
+    const bool taken = shares >= min_shares && shares <= kMaxShares &&
+                       blocks * 8 >= sms * min_wave_eighths && deals_every_turn(dealt);
+    return taken ? shares : 0;
   };
   if (tf32_splittable && shape.consumers == 1 && o.consumers == 0 && o.stream_k != 0 &&
       equal_shares_allowed(o) && p.M >= kWgmmaBlockM) {
@@ -791,7 +796,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     dealt.split_k = 1, dealt.split_groups = 1, dealt.stream_k_all = true;
     dealt.tile_rule = TileRule::kWideDealt;
     const bool medium_even = medium_stream_k && medium_shares > 0;
-    if (!medium_even && pairs_dealt_in_equal_shares(dealt, kWideDealtMinShares)) {
+    if (!medium_even &&
+        pairs_dealt_in_equal_shares(dealt, kWideDealtMinShares, kWideDealtMinWaveEighths) > 0) {
       shape = dealt;
       medium_stream_k = false;
     }
@@ -800,16 +806,17 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     shape = medium_shape;
     shape.tile_rule = TileRule::kMediumStreamK;
   }
-  // 16-bit: the split (or few) 64×128 tiles of 4 to 8 tile rows paired with every turn dealt out
-  // in equal shares, with a long K (kSmallDealtMinKTiles).
+  // 16-bit: the split (or few) 64×128 tiles of 2 to 8 tile rows paired with every turn dealt out
+  // in equal shares long enough (kSmallDealtMinShareKTiles).
   if (splittable && o.consumers == 0 && o.stream_k != 0 && equal_shares_allowed(o) &&
       (shape.tile_rule == TileRule::kSmallSplit || shape.tile_rule == TileRule::kSmall) &&
       narrow_m % 2 == 0 && narrow_m >= kSmallDealtMinNarrowRows &&
-      narrow_m <= kSmallDealtMaxNarrowRows && k_tiles >= kSmallDealtMinKTiles) {
+      narrow_m <= kSmallDealtMaxNarrowRows && k_tiles >= kMinShares * kSmallDealtMinShareKTiles) {
     Shape dealt = shape;
     dealt.split_k = 1, dealt.split_groups = 1, dealt.stream_k_all = true;
     dealt.tile_rule = TileRule::kSmallDealt;
-    if (pairs_dealt_in_equal_shares(dealt, kMinShares)) shape = dealt;
+    const int64_t shares = pairs_dealt_in_equal_shares(dealt, kMinShares, kSmallDealtMinWaveEighths);
+    if (shares > 0 && k_tiles >= shares * kSmallDealtMinShareKTiles) shape = dealt;
   }
   if (p.tf32_promoted) {
     // 3xTF32's inner product: the promoted tf32 tiles are 128 columns wide; one consumer where
@@ -1399,12 +1406,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                str(ceil_div(p.M, kWgmmaNarrowBlockM)) + " rows (" +
                str(kSmallDealtMinNarrowRows) + " to " + str(kSmallDealtMaxNarrowRows) +
                ", an even number) would be split or leave SMs idle, and with K's " +
-               str(plan.k_tiles) + " k-tiles (" + str(kSmallDealtMinKTiles) + " or more) the " +
-               str(plan.turns) + " pair turns " + cut_of_turns() +
-               " (the plan takes them where, on " + str(sms / 2) +
+               str(plan.k_tiles) + " k-tiles the " + str(plan.turns) + " pair turns " +
+               cut_of_turns() + " (the plan takes them where, on " + str(sms / 2) +
                " resident pairs, they split in " + str(kMinShares) + " to " + str(kMaxShares) +
-               " equal shares on at least " + str(kWideDealtMinWaveEighths) +
-               "/8 of the SMs): a pair reads B's tile once, 8 KB of operands a 64x64x64 step "
+               " equal shares of " + str(kSmallDealtMinShareKTiles) + " k-tiles or more on at least " +
+               str(kSmallDealtMinWaveEighths) + "/8 of the SMs): a pair reads B's tile once, 8 KB of operands a 64x64x64 step "
                "against a split tile's 12 (see stream_k)";
       break;
     }
