@@ -18,7 +18,9 @@ from gemm_testing import rel_err
 # luckier one on a given input.
 SINGLE_OP_FACTOR = 2.0
 BLOCK_FACTOR = 3.0
-# float32 (TF32 off) and float64: fixed bounds on the relative error.
+# float32 (TF32 off): fixed bounds on the relative error, or the factor times torch's own error
+# where torch's is already near the bound (a loss through a whole decoder, where a few roundings of
+# large logits decide it); float64: a fixed bound.
 FLOAT32_SINGLE_OP_TOL = 1e-5
 FLOAT32_BLOCK_TOL = 1e-4
 FLOAT64_TOL = 1e-12
@@ -31,7 +33,7 @@ def tolerance(dtype: torch.dtype, torch_err: float, *, factor: float, float32_to
     if dtype == torch.float64:
         return FLOAT64_TOL
     if dtype == torch.float32:
-        return float32_tol
+        return max(float32_tol, factor * torch_err)
     return max(factor * torch_err, REDUCED_TOL_FLOOR)
 
 
