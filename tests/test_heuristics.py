@@ -402,12 +402,12 @@ def test_stream_k_over_128x128_tiles_not_taken(why, M, N, K):
 
 
 # 16-bit products of 2 to 8 rows of 64-row tiles (an even number) whose 64x128 tiles the plan
-# would split: those tiles paired with every turn dealt out where the pair turns split in 2 to 4
-# equal shares of 20 k-tiles or more on 5/8 of the SMs or more (16 turns in 4 shares, 20 in 3, 24
-# and 32 in 2), every layout; edge tiles and a ragged K; batched.
+# would split: those tiles paired with every turn dealt out where the pair turns split in 2 equal
+# shares of 20 k-tiles or more, or 3 to 4 of 22 or more, on 5/8 of the SMs or more (16 turns in 4
+# shares, 20 in 3, 24 and 32 in 2), every layout; edge tiles and a ragged K; batched.
 @pytest.mark.parametrize("batch, M, N, K, turns, grid", [
     (1, 512, 512, 8192, 16, 128), (1, 256, 1024, 8192, 16, 128), (1, 250, 1000, 8200, 16, 128),
-    (2, 256, 512, 8192, 16, 128), (1, 256, 1024, 14336, 16, 128), (1, 512, 512, 5120, 16, 128),
+    (2, 256, 512, 8192, 16, 128), (1, 256, 1024, 14336, 16, 128), (1, 512, 512, 5632, 16, 128),
     (1, 128, 2048, 5632, 16, 128), (1, 128, 2560, 5632, 20, 120), (1, 128, 3072, 3072, 24, 96),
     (1, 100, 3000, 3100, 24, 96), (1, 384, 1024, 8192, 24, 96), (1, 512, 1024, 2560, 32, 128),
     (1, 256, 2048, 4096, 32, 128), (1, 128, 4096, 28672, 32, 128),
@@ -429,12 +429,13 @@ def test_few_split_64x128_tiles_take_them_paired_and_dealt_out(batch, M, N, K, t
     assert_supported(p, dtype)
 
 
-# Not with shares under 20 k-tiles (4 of 16, 3 of 13, 2 of 19), 8 pair turns (in 4 shares on 64
+# Not with shares under 20 k-tiles (2 of 19), or under 22 in 3 or 4 (4 of 20, 3 of 13), 8 pair turns (in 4 shares on 64
 # blocks: under 5/8 of the SMs), an odd number of tile rows, one tile row or more than eight, where
 # the plan deals out 128x128 tiles, in tf32, with row sums, nor under forced shapes, clusters or
 # stream-K off.
 @pytest.mark.parametrize("why, M, N, K, kwargs", [
-    ("4 shares of 16 k-tiles", 512, 512, 4096, {}),
+    ("4 shares of 20 k-tiles", 512, 512, 5120, {}),
+    ("4 shares of 20 k-tiles, two tile rows", 128, 2048, 5120, {}),
     ("3 shares of 13 k-tiles", 128, 2560, 2560, {}),
     ("2 shares of 19 k-tiles", 512, 1024, 2432, {}),
     ("8 turns", 512, 256, 8192, {}),
@@ -875,7 +876,7 @@ def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
 # tf32.
 @pytest.mark.parametrize("M, N, K, tile, split", [
     (128, 2048, 28672, (128, 128), 4), (128, 3072, 14336, (128, 128), 4), (100, 2000, 12289, (128, 128), 4),
-    (128, 2048, 5120, (64, 128), 1),     # a short K (64x128 pairs dealt out in 4 shares)
+    (128, 2048, 5120, (64, 128), 2),     # a short K
     (128, 4096, 28672, (64, 128), 1),    # 32 tiles of 128x128 in 4: more clusters than a wave
     (64, 2048, 28672, (64, 128), 4),     # one row of 64x128 tiles
     (256, 2048, 28672, (128, 128), 1),   # four rows

@@ -302,17 +302,17 @@ constexpr int64_t kWideDealtMinWaveEighths = 7;
 // 16-bit products of 2 to 8 rows of 64-row tiles (an even number) whose 64×128 tiles the plan
 // splits along K or leaves few take those tiles paired (one consumer each) with every turn dealt
 // out, where the pair turns split in kMinShares to kMaxShares equal shares of at least
-// kSmallDealtMinShareKTiles k-tiles each, on at least kSmallDealtMinWaveEighths of the SMs, and
-// the plan does not deal out 128×128 tiles instead: a pair reads 8 KB of operands from L2 a
-// 64×64×64 step, as cuBLAS's few-hundred-row kernels do, where a split tile's block reads 12
-// (benchmarks/NOTES.md, session 43). With the flags' memset gone (session 45, H100, 78 products
-// at 128–512 rows the plan split in 2): 2 shares of 20 k-tiles or more 1.01–1.23× faster than the
-// split tiles (512 × 1024, 256 × 2048, 128 × 4096; 24 turns in 2 shares on 96 blocks, 128 × 3072,
-// 1.02–1.19×), 3 and 4 shares of 22 or more 1.01–1.07×, of 20 0.99–1.00, of 13–16 0.74–0.99; 8
-// turns in 4 shares on 64 blocks (512 × 256) 0.52–0.70 (session 44).
+// kSmallDealtMinShareKTiles k-tiles each (kSmallDealtManySharesMinShareKTiles for 3 or 4), on at
+// least kSmallDealtMinWaveEighths of the SMs, and the plan does not deal out 128×128 tiles instead:
+// a pair reads 8 KB of operands from L2 a 64×64×64 step, as cuBLAS's few-hundred-row kernels do,
+// where a split tile's block reads 12 (benchmarks/NOTES.md, session 43). A dealt tile's fixed
+// cost (its partial sums' store, wait and read) is what the shorter reads must repay: shorter
+// shares, more of them, or fewer than 5/8 of the SMs busy lost to the split tiles on the H100 and
+// H200 sweeps of sessions 44 and 45 (benchmarks/NOTES.md), at the bounds here.
 constexpr int64_t kSmallDealtMinNarrowRows = 2;
 constexpr int64_t kSmallDealtMaxNarrowRows = 8;
 constexpr int64_t kSmallDealtMinShareKTiles = 20;
+constexpr int64_t kSmallDealtManySharesMinShareKTiles = 22;
 constexpr int64_t kSmallDealtMinWaveEighths = 5;
 
 // Row sums are fused where the tile columns give at least this many slices of K: a tile's slice
@@ -816,7 +816,9 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     dealt.split_k = 1, dealt.split_groups = 1, dealt.stream_k_all = true;
     dealt.tile_rule = TileRule::kSmallDealt;
     const int64_t shares = pairs_dealt_in_equal_shares(dealt, kMinShares, kSmallDealtMinWaveEighths);
-    if (shares > 0 && k_tiles >= shares * kSmallDealtMinShareKTiles) shape = dealt;
+    const int64_t share_k_tiles =
+        shares > kMinShares ? kSmallDealtManySharesMinShareKTiles : kSmallDealtMinShareKTiles;
+    if (shares > 0 && k_tiles >= shares * share_k_tiles) shape = dealt;
   }
   if (p.tf32_promoted) {
     // 3xTF32's inner product: the promoted tf32 tiles are 128 columns wide; one consumer where
@@ -1409,7 +1411,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                str(plan.k_tiles) + " k-tiles the " + str(plan.turns) + " pair turns " +
                cut_of_turns() + " (the plan takes them where, on " + str(sms / 2) +
                " resident pairs, they split in " + str(kMinShares) + " to " + str(kMaxShares) +
-               " equal shares of " + str(kSmallDealtMinShareKTiles) + " k-tiles or more on at least " +
+               " equal shares of " + str(kSmallDealtMinShareKTiles) + " k-tiles or more (" +
+               str(kSmallDealtManySharesMinShareKTiles) + " in 3 or 4) on at least " +
                str(kSmallDealtMinWaveEighths) + "/8 of the SMs): a pair reads B's tile once, 8 KB of operands a 64x64x64 step "
                "against a split tile's 12 (see stream_k)";
       break;
