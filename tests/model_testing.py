@@ -63,8 +63,9 @@ def assert_matches_reference(
     err, torch_err = _error(ours, reference, scale), _error(theirs, reference, scale)
     tol = tolerance(ours.dtype, torch_err, factor=factor, float32_tol=float32_tol)
     if scale > 0.0 and ours.dtype.is_floating_point:
-        # Only rounding is left, summed in another order than torch's (sequence parallelism adds
-        # the ranks' partial sums): any error below SCALED_ULP_FRACTION of an ulp of the scale passes.
+        # Only rounding is left, summed in another order than torch's (sequence parallelism
+        # adds the ranks' partial sums): an error below SCALED_ULP_FRACTION of an ulp of the
+        # scale passes.
         tol = max(tol, torch.finfo(ours.dtype).eps * SCALED_ULP_FRACTION)
     assert err <= tol, f"{what}: rel_err {err:.3e} > tol {tol:.3e} (torch's own rel_err {torch_err:.3e}, {ours.dtype})"
 

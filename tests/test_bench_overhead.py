@@ -44,7 +44,7 @@ def test_whole_run_writes_and_merges_the_record(tmp_path, capsys):
     assert {r["pass"] for r in rows} == {"fwd", "fwd+bwd"}
     for r in rows:
         assert r["device"] == "cpu" and r["us"] > 0 and r["torch_us"] > 0
-        # The record rounds the ratio to 3 decimals: a slow call (a ratio near 0.02) is off by more than 1 %.
+        # The record rounds the ratio to 3 decimals: near 0.02 (a slow call) that is more than 1 %.
         assert r["ratio"] == pytest.approx(r["torch_us"] / r["us"], rel=0.01, abs=5e-4)
     # A second run of other ops keeps the first run's rows; a rerun of one replaces it.
     assert bench_overhead.main(TINY + ["--ops", "bmm", "--passes", "fwd", "--out", str(tmp_path)]) == 0

@@ -414,7 +414,8 @@ def test_stream_k_over_128x128_tiles_not_taken(why, M, N, K):
 ])
 @pytest.mark.parametrize("layout", ["NT", "NN", "TN"])
 @pytest.mark.parametrize("dtype", [BF16, FP16])
-def test_few_split_64x128_tiles_take_them_paired_and_dealt_out(batch, M, N, K, turns, grid, layout, dtype):
+def test_few_split_64x128_tiles_take_them_paired_and_dealt_out(batch, M, N, K, turns, grid, layout,
+                                                                dtype):
     a_strides = [K, 1] if layout[0] == "N" else [1, M]
     b_strides = [1, K] if layout[1] == "T" else [N, 1]
     p = plan(M, N, K, batch=batch, dtype=dtype, max_active_clusters=66, a_strides=a_strides,
@@ -429,10 +430,10 @@ def test_few_split_64x128_tiles_take_them_paired_and_dealt_out(batch, M, N, K, t
     assert_supported(p, dtype)
 
 
-# Not with shares under 20 k-tiles (2 of 19), or under 22 in 3 or 4 (4 of 20, 3 of 13), 8 pair turns (in 4 shares on 64
-# blocks: under 5/8 of the SMs), an odd number of tile rows, one tile row or more than eight, where
-# the plan deals out 128x128 tiles, in tf32, with row sums, nor under forced shapes, clusters or
-# stream-K off.
+# Not with shares under 20 k-tiles (2 of 19), or under 22 in 3 or 4 (4 of 20, 3 of 13), 8 pair
+# turns (in 4 shares on 64 blocks: under 5/8 of the SMs), an odd number of tile rows, one tile row
+# or more than eight, where the plan deals out 128x128 tiles, in tf32, with row sums, nor under
+# forced shapes, clusters or stream-K off.
 @pytest.mark.parametrize("why, M, N, K, kwargs", [
     ("4 shares of 20 k-tiles", 512, 512, 5120, {}),
     ("4 shares of 20 k-tiles, two tile rows", 128, 2048, 5120, {}),

@@ -366,7 +366,8 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
     "odd_rows": (WGMMA_ODD_ROWS_SHAPES, [(384, 4096, 4096), (330, 4001, 3000)]),
     "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES, [(256, 2048, 10240), (200, 4001, 10307)]),
-    "small_dealt": (WGMMA_SMALL_DEALT_SHAPES, [(512, 512, 8192), (250, 1000, 8200), (100, 3000, 3100)]),
+    "small_dealt": (WGMMA_SMALL_DEALT_SHAPES,
+                    [(512, 512, 8192), (250, 1000, 8200), (100, 3000, 3100)]),
 }
 
 

@@ -815,7 +815,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     Shape dealt = shape;
     dealt.split_k = 1, dealt.split_groups = 1, dealt.stream_k_all = true;
     dealt.tile_rule = TileRule::kSmallDealt;
-    const int64_t shares = pairs_dealt_in_equal_shares(dealt, kMinShares, kSmallDealtMinWaveEighths);
+    const int64_t shares =
+        pairs_dealt_in_equal_shares(dealt, kMinShares, kSmallDealtMinWaveEighths);
     const int64_t share_k_tiles =
         shares > kMinShares ? kSmallDealtManySharesMinShareKTiles : kSmallDealtMinShareKTiles;
     if (shares > 0 && k_tiles >= shares * share_k_tiles) shape = dealt;
@@ -1413,8 +1414,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                " resident pairs, they split in " + str(kMinShares) + " to " + str(kMaxShares) +
                " equal shares of " + str(kSmallDealtMinShareKTiles) + " k-tiles or more (" +
                str(kSmallDealtManySharesMinShareKTiles) + " in 3 or 4) on at least " +
-               str(kSmallDealtMinWaveEighths) + "/8 of the SMs): a pair reads B's tile once, 8 KB of operands a 64x64x64 step "
-               "against a split tile's 12 (see stream_k)";
+               str(kSmallDealtMinWaveEighths) + "/8 of the SMs): a pair reads B's tile once, "
+               "8 KB of operands a 64x64x64 step against a split tile's 12 (see stream_k)";
       break;
     }
     case TileRule::kSlim: {

@@ -65,7 +65,8 @@ unsigned long long next_flag_tag() {
     return (uint64_t{device()} << 32) ^ uint64_t{device()};
   }();
   static std::atomic<uint64_t> launches{0};
-  uint64_t z = salt + (launches.fetch_add(1, std::memory_order_relaxed) + 1) * 0x9E3779B97F4A7C15ull;
+  const uint64_t count = launches.fetch_add(1, std::memory_order_relaxed) + 1;
+  uint64_t z = salt + count * 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;
