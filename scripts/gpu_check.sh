@@ -13,6 +13,7 @@
 #   SKIP_TP=1 bash scripts/gpu_check.sh       # with 2+ GPUs: no tensor-parallel example and timing
 #   TEST_FILES="tests/test_mm.py tests/test_fuzz.py" bash scripts/gpu_check.sh   # part of the suite,
 #                                             # where the whole would outlast one device call
+#                                             # (scripts/gpu_tests.sh: the whole on every GPU)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
