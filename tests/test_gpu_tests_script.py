@@ -1,5 +1,6 @@
 """scripts/gpu_tests.sh's queue on the CPU, with a stand-in nvidia-smi that reports two GPUs: every
-chunk of test ids runs once, on one of them, and a deadline leaves chunks unstarted and fails."""
+chunk of test ids runs once, on one of them; a deadline that leaves chunks unstarted, or ids that
+fail to collect, fail the run."""
 
 from __future__ import annotations
 
@@ -53,3 +54,8 @@ def test_a_deadline_leaves_chunks_unstarted_and_fails(tmp_path):
 
 def test_the_script_parses():
     assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
+
+
+def test_a_collection_error_fails_the_run(tmp_path):
+    run = run_script(tmp_path, 2, TEST_FILES="tests/no_such_test_file.py")
+    assert run.returncode == 1 and "gpu_tests: collection failed" in run.stdout, run.stdout

@@ -440,6 +440,7 @@ def test_few_split_64x128_tiles_take_them_paired_and_dealt_out(batch, M, N, K, t
     ("3 shares of 13 k-tiles", 128, 2560, 2560, {}),
     ("2 shares of 19 k-tiles", 512, 1024, 2432, {}),
     ("8 turns", 512, 256, 8192, {}),
+    ("80 blocks: under 5/8 of the SMs", 128, 1280, 8192, {}),
     ("five tile rows", 320, 1024, 8192, {}),
     ("one tile row", 64, 4096, 8192, {}),
     ("ten tile rows", 640, 512, 8192, {}),
@@ -878,7 +879,8 @@ def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
 @pytest.mark.parametrize("M, N, K, tile, split", [
     (128, 2048, 28672, (128, 128), 4), (128, 3072, 14336, (128, 128), 4), (100, 2000, 12289, (128, 128), 4),
     (128, 2048, 5120, (64, 128), 2),     # a short K
-    (128, 4096, 28672, (64, 128), 1),    # 32 tiles of 128x128 in 4: more clusters than a wave
+    (128, 4096, 28672, (64, 128), 1),    # 32 tiles of 128x128 in 4: more clusters than a wave (the
+                                         # 64x128 tiles paired and dealt out instead)
     (64, 2048, 28672, (64, 128), 4),     # one row of 64x128 tiles
     (256, 2048, 28672, (128, 128), 1),   # four rows
     (128, 1024, 28672, (64, 128), 4),    # 64x128 in 4: more blocks than 128x128 in 4
