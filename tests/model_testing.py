@@ -34,14 +34,19 @@ SCALED_ULP_FRACTION = 1 / 64
 
 
 def tolerance(dtype: torch.dtype, torch_err: float, *, factor: float, float32_tol: float,
-              float32_max_tol: float) -> float:
+              float32_max_tol: float, scaled: bool = False) -> float:
     """The largest relative error that passes for ``dtype``, given torch's error on the same inputs
-    (float32: float32_tol, or the factor times torch's error up to float32_max_tol)."""
+    (float32: float32_tol, or the factor times torch's error up to float32_max_tol). scaled: the
+    result is zero in exact arithmetic, its error taken against a scale, so only rounding summed
+    in another order than torch's is left (sequence parallelism adds the ranks' partial sums):
+    anything below SCALED_ULP_FRACTION of an ulp of the scale passes too."""
     if dtype == torch.float64:
-        return FLOAT64_TOL
-    if dtype == torch.float32:
-        return max(float32_tol, min(factor * torch_err, float32_max_tol))
-    return max(factor * torch_err, REDUCED_TOL_FLOOR)
+        tol = FLOAT64_TOL
+    elif dtype == torch.float32:
+        tol = max(float32_tol, min(factor * torch_err, float32_max_tol))
+    else:
+        tol = max(factor * torch_err, REDUCED_TOL_FLOOR)
+    return max(tol, torch.finfo(dtype).eps * SCALED_ULP_FRACTION) if scaled else tol
 
 
 def assert_matches_reference(
@@ -67,12 +72,7 @@ def assert_matches_reference(
     assert torch.isfinite(ours).all(), f"{what}: non-finite values"
     err, torch_err = _error(ours, reference, scale), _error(theirs, reference, scale)
     tol = tolerance(ours.dtype, torch_err, factor=factor, float32_tol=float32_tol,
-                    float32_max_tol=float32_max_tol)
-    if scale > 0.0 and ours.dtype.is_floating_point:
-        # Only rounding is left, summed in another order than torch's (sequence parallelism
-        # adds the ranks' partial sums): an error below SCALED_ULP_FRACTION of an ulp of the
-        # scale passes.
-        tol = max(tol, torch.finfo(ours.dtype).eps * SCALED_ULP_FRACTION)
+                    float32_max_tol=float32_max_tol, scaled=scale > 0.0)
     assert err <= tol, f"{what}: rel_err {err:.3e} > tol {tol:.3e} (torch's own rel_err {torch_err:.3e}, {ours.dtype})"
 
 

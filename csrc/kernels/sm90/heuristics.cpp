@@ -1126,7 +1126,7 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
       "off: TORCH_GEMM_WGMMA_STREAM_K=0",
       "off: only unsplit 128x256 tiles take stream-K, 128x128 tiles of 193 to 256 rows (449 to "
       "512 in equal shares) with a long K filling at most 5/8 of the SMs, and paired 64x128 tiles "
-      "of 193 to 512 rows with a long K in equal shares (and, under TORCH_GEMM_WGMMA_STREAM_K=3, "
+      "of 65 to 512 rows in equal shares of a long enough K (and, under TORCH_GEMM_WGMMA_STREAM_K=3, "
       "any 128x128 tiles and one row of 64x128 tiles or forced ones, or tf32's 64x256, where "
       "their k-tiles outnumber the resident clusters)",
       "off: the tiles fit in one round of resident clusters",

@@ -117,8 +117,8 @@ struct Shape {
   // the plan itself, 128×128 tiles of two tile rows (four in equal shares) with a long K
   // (TileRule::kMediumStreamK) and tf32's 128×256 tiles in 2 to 8 equal shares where they would
   // leave half the SMs idle (TileRule::kWideStreamK), and 16-bit 128×256 pairs where few meet a
-  // long K (TileRule::kWideDealt), and 16-bit 64×128 pairs of 4 to 8 tile rows the plan would
-  // split, with a long K (TileRule::kSmallDealt).
+  // long K (TileRule::kWideDealt), and 16-bit 64×128 pairs of 2 to 8 tile rows the plan would
+  // split, in equal shares of a long enough K (TileRule::kSmallDealt).
   bool stream_k_all = false;
   // The most equal shares plan_grid may cut every dealt turn in, on fewer clusters than resident
   // (heuristics.cpp's equal_share_clusters): 4, or 8 for tf32's kWideStreamK tiles where the
