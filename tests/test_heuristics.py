@@ -148,7 +148,7 @@ def test_one_row_of_many_tiles_splits_past_two_only_with_a_long_k():
 
 
 # Where tf32's 64x256 tiles, even split in a whole cluster of 8 slices, leave most SMs idle and K
-# has 256 k-tiles or more, 2, 4 or 8 clusters share each tile: doubling while the tiles' clusters
+# has 128 k-tiles or more, 2, 4 or 8 clusters share each tile: doubling while the tiles' clusters
 # fit in the 14 resident on 132 SMs and K holds 8 k-tiles (of 32 floats) for each of the
 # 8 x groups slices. Not 16-bit tiles (measured slower), nor a shorter K.
 @pytest.mark.parametrize("M, N, K, groups", [
@@ -158,6 +158,9 @@ def test_one_row_of_many_tiles_splits_past_two_only_with_a_long_k():
     (40, 200, 8200, 4),      # 257 k-tiles, an edge tile in M and N
     (32, 256, 16384, 8),     # 512 k-tiles: 64 slices of 8
     (3, 1024, 9000, 2),      # 4 tiles, 282 k-tiles
+    (32, 256, 4096, 2),      # 128 k-tiles: 16 slices of 8
+    (64, 256, 6144, 2),      # 192 k-tiles: 4 groups would leave 6 k-tiles a slice
+    (256, 256, 5120, 2),     # 4 tiles, 160 k-tiles
 ])
 def test_few_long_tf32_split_tiles_take_several_clusters(M, N, K, groups):
     p = plan(M, N, K, dtype=FP32)
@@ -173,8 +176,8 @@ def test_few_long_tf32_split_tiles_take_several_clusters(M, N, K, groups):
 
 
 @pytest.mark.parametrize("M, N, K, dtype", [
-    (32, 256, 4096, FP32),    # 128 k-tiles: short of 256
-    (64, 256, 6144, FP32),    # 192
+    (32, 256, 4064, FP32),    # 127 k-tiles: short of 128
+    (64, 256, 3072, FP32),    # 96
     (64, 2048, 8192, FP32),   # 8 tiles: 16 clusters would not fit in 14
     (200, 1001, 2050, FP32),  # split in 4, not a whole cluster (65 k-tiles)
     (64, 256, 8192, BF16),    # 16-bit tiles: never by the plan

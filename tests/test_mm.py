@@ -502,14 +502,16 @@ def test_wgmma_tf32_split(shape, store):
 
 # The plan's own tf32 split (no override; B K-major, as a linear's weight): on 132 SMs 8 slices of
 # 2 tiles over 4 clusters a tile, 8 of 1 tile (257 k-tiles, the last slices short or empty) over
-# 4 clusters, 4 of 16, 2 of 64 (1000³). The script runs each with B K-major and N-major.
+# 4 clusters, 8 of 1 tile (128 k-tiles) over 2, 4 of 16, 2 of 64 (1000³). The script runs each
+# with B K-major and N-major.
 @requires_cuda
 def test_wgmma_tf32_split_by_the_plan():
     skip_unless_wgmma()
-    shapes = [(128, 256, 8192), (40, 200, 8200), (256, 1024, 4096), (1000, 1000, 1000)]
+    shapes = [(128, 256, 8192), (40, 200, 8200), (32, 256, 4096), (256, 1024, 4096),
+              (1000, 1000, 1000)]
     if torch.cuda.get_device_properties(0).multi_processor_count == 132:
         with tf32_allowed(True):
-            for (M, N, K), split, groups in zip(shapes, (8, 8, 4, 2), (4, 4, 1, 1)):
+            for (M, N, K), split, groups in zip(shapes, (8, 8, 8, 4, 2), (4, 4, 2, 1, 1)):
                 a, b = torch.empty(M, K, device="cuda"), torch.empty(N, K, device="cuda").t()
                 p = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
                 assert (p["split_k"], p["split_groups"]) == (split, groups), (M, N, K, p["why"])

@@ -182,13 +182,12 @@ int split_slices(int64_t tiles, int64_t k_tiles, int64_t sms, int64_t min_k_tile
 // is long (kSplitGroupsMinKTiles), 2, 4 or 8 clusters share each tile (Shape::split_groups),
 // doubling while the clusters fit in one wave and K holds kSplitGroupMinKTiles k-tiles for each
 // of the 8 × groups slices (the kernel's slices are K's k-tiles over them, rounded up: the last
-// may be shorter or empty). Few blocks cannot draw HBM's bandwidth for a long slice of B
-// each: 32–256 rows against 256–1024 columns with 256 k-tiles (K = 8192) ran 1.03–1.15× faster
-// on 2–8 times the blocks; with 64–192 k-tiles 0.81–1.06×, and 16-bit 64×128 tiles were slower
-// in every case tried (0.78–0.88: their blocks' share of B is short already, and the clusters'
-// exchange, the flags' memset and the last cluster's wait cost 2–3 µs), H100, session 34.
-// Forced (TORCH_GEMM_WGMMA_SHAPE=1x8xNxG), 16-bit tiles take them too.
-constexpr int64_t kSplitGroupsMinKTiles = 256;
+// may be shorter or empty). Few blocks cannot draw HBM's bandwidth for a long slice of B each.
+// The bound was 256 k-tiles while a memset preceded the launch; without it, 2 clusters a tile
+// won from 128 k-tiles (1 to 4 tiles at 32–256 rows) and were even to slower below (NOTES,
+// session 46). 16-bit 64×128 tiles were slower in every case tried: their blocks' share of B is
+// short already. Forced (TORCH_GEMM_WGMMA_SHAPE=1x8xNxG), 16-bit tiles take them too.
+constexpr int64_t kSplitGroupsMinKTiles = 128;
 constexpr int64_t kSplitGroupMinKTiles = 8;
 
 int split_groups_of(int64_t tiles, int64_t k_tiles, int64_t sms) {
