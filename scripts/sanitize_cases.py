@@ -119,6 +119,11 @@ DEFAULT_CASES = (
          "1000 elements",
          "wgmma_sm90", 250, 1000, 8200,
          expect={"tile": (64, 128), "consumers": 1, "cluster": 2, "stream_k": True, "grid": 128}),
+    Case("wgmma 128x128 one row in equal shares", "100x5000: one row of 40 tiles of 128x128 "
+         "(unpaired) with 90 k-tiles (the last ragged), every turn dealt out in 3 equal shares on "
+         "120 blocks, partials in the workspace; edge tiles in M and N, C rows of 5000 elements",
+         "wgmma_sm90", 100, 5000, 5700,
+         expect={"tile": (128, 128), "consumers": 2, "cluster": 1, "stream_k": True, "grid": 120}),
     Case("wgmma 64x128 unsplit", "4 tiles of 64x128 with 15 k-tiles: too short a K to split",
          "wgmma_sm90", 64, 512, 960, expect={"tile": (64, 128), "split_k": 1}),
     Case("wgmma 64x128 split 2", "8 tiles of 64x128, 16 k-tiles: 2 slices of 8",

@@ -317,16 +317,19 @@ def test_stream_k_over_every_turn_of_128x128_tiles(M, N, K, shape, pairs):
     assert_supported(p, BF16)
 
 
-# 193 to 256 rows (449 to 512 where the pair turns split in equal shares) with a long K (160
-# k-tiles, 128 where the turns split in 3 or 4 shares) and 32 to 5/8 of a wave of 128x128 tiles:
-# the plan itself deals out every turn of them; not with a shorter K, other rows, 512 rows without
-# equal shares, fewer or more tiles, TORCH_GEMM_WGMMA_STREAM_K=0 or a forced shape.
+# 193 to 256 rows (65 to 128 where the turns split in 3 shares, 449 to 512 where the pair
+# turns split in equal shares) with a long K (160 k-tiles, 128 where the turns split in 4 shares,
+# 88 in 3) and 32 to 5/8 of a wave of 128x128 tiles: the plan itself deals out every turn of them;
+# not with a shorter K, other rows, 512 rows without equal shares, one row in 2 shares, fewer or
+# more tiles, TORCH_GEMM_WGMMA_STREAM_K=0 or a forced shape.
 @pytest.mark.parametrize("M, N, K", [(256, 2048, 14336), (256, 2560, 28672), (193, 4096, 10240),
                                      (256, 2560, 8192), (512, 2048, 11008), (512, 1024, 8192),
-                                     (500, 1000, 8300)])
-def test_two_tile_rows_with_a_long_k_take_stream_k_over_128x128_tiles(M, N, K):
+                                     (500, 1000, 8300), (256, 2560, 5632), (128, 5120, 5632),
+                                     (100, 5000, 5700), (128, 5120, 28672)])
+def test_few_128x128_tiles_with_a_long_k_take_stream_k_over_every_turn(M, N, K):
     p = plan(M, N, K, max_active_clusters=66)
-    assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == 2
+    pairs = M > 128
+    assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == (2 if pairs else 1)
     assert p["stream_k"] and p["stream_k_turns"] == p["turns"]
     assert_stream_k_grid(p)
     assert "every turn dealt out" in p["why"]["tile"] and "every one of" in p["why"]["stream_k"]
@@ -384,7 +387,11 @@ def test_128x256_tiles_dealt_out_not_taken(why, M, N, K, kwargs):
 
 @pytest.mark.parametrize("why, M, N, K", [
     ("short K", 256, 2048, 5120),      # 80 k-tiles
+    ("3 shares, 87 k-tiles", 256, 2560, 5568),
     ("one tile row", 128, 2048, 14336),
+    ("one tile row, 80 k-tiles", 128, 5120, 5120),
+    ("one tile row in 2 shares", 128, 6144, 28672),
+    ("one tile row in 4 shares", 128, 4096, 28672),
     ("192 rows", 192, 2048, 11008),     # split 64x128 tiles faster there
     ("three tile rows", 384, 2048, 14336),
     ("few tiles", 256, 1024, 14336),    # 16 tiles

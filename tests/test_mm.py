@@ -274,13 +274,16 @@ WGMMA_MEDIUM_SPLIT_SHAPES = [(1, 128, 2048, 12288), (1, 100, 2001, 12289), (2, 1
 
 
 # wgmma_sm90 deals every turn of 128×128 tiles out as k-tiles where 193 to 256 rows (two tile
-# rows; 449 to 512, four, where the pair turns split in equal shares; 32 tiles to 5/8 of a wave)
-# meet a long K (160 k-tiles or more, 128 where the turns split in 3 or 4 shares). On a 132-SM H100/H200: 16 pair turns; edge tiles in M and N
-# with a K not a multiple of the k-tile (162 k-tiles, the last ragged) and C rows of 4001 elements
-# (stored from registers); an edge tile in N; batched; four tile rows, 32 pair turns in 2 shares
-# and, with edges and a ragged K, 16 in 4 (130 k-tiles).
+# rows; one, 65 to 128 rows, unpaired, where the turns split in 3 equal shares; 449 to 512,
+# four, where the pair turns split in equal shares; 32 tiles to 5/8 of a wave) meet a long K (160
+# k-tiles or more, 128 where the turns split in 4 shares, 88 in 3). On a 132-SM H100/H200: 16 pair
+# turns; edge tiles in M and N with a K not a multiple of the k-tile (162 k-tiles, the last ragged)
+# and C rows of 4001 elements (stored from registers); an edge tile in N; batched; four tile rows,
+# 32 pair turns in 2 shares and, with edges and a ragged K, 16 in 4 (130 k-tiles); one tile row of
+# 40 turns in 3 shares, with edges and a ragged K (90 k-tiles).
 WGMMA_MEDIUM_STREAM_K_SHAPES = [(1, 256, 2048, 10240), (1, 200, 4001, 10307), (1, 250, 2500, 10240),
-                                (2, 256, 1024, 10240), (1, 512, 2048, 10240), (1, 500, 1000, 8300)]
+                                (2, 256, 1024, 10240), (1, 512, 2048, 10240), (1, 500, 1000, 8300),
+                                (1, 100, 5000, 5700)]
 
 
 # wgmma_sm90 pairs the 64×128 tiles of 2 to 8 tile rows that it would split, with every turn dealt
@@ -365,7 +368,8 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "medium_split_k": (WGMMA_MEDIUM_SPLIT_SHAPES, [(128, 2048, 12288), (100, 2001, 12289)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
     "odd_rows": (WGMMA_ODD_ROWS_SHAPES, [(384, 4096, 4096), (330, 4001, 3000)]),
-    "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES, [(256, 2048, 10240), (200, 4001, 10307)]),
+    "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES,
+                        [(256, 2048, 10240), (200, 4001, 10307), (100, 5000, 5700)]),
     "small_dealt": (WGMMA_SMALL_DEALT_SHAPES,
                     [(512, 512, 8192), (250, 1000, 8200), (100, 3000, 3100)]),
 }

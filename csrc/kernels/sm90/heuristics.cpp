@@ -141,9 +141,16 @@ constexpr int64_t kMediumSplitMinKTiles = 192;
 // 8192 even; 512 against 1024 columns (4 shares) with K = 8192 1.06× the split 64×128 tiles, 256
 // against 2048–2560 (4 and 3 shares) 1.04–1.10×; at 128 k-tiles in 2 shares or unequal ones (256
 // rows against 3072–5120 columns) 0.96–0.996 (H100 and H200, session 44). 512 rows against 2560
-// columns (40 pair turns: no equal shares) lost (0.85–0.98).
+// columns (40 pair turns: no equal shares) lost (0.85–0.98). Where the turns split in 3 shares,
+// from kMediumStreamKThreeSharesMinKTiles (shares of about 29 k-tiles), and so also on one row of
+// 128×128 tiles (two rows of 64-row tiles, unpaired) in 3 shares: 256 rows against 2560 columns
+// and 128 against 5120, where the paired 64×128 tiles fill only part of one round (session 46);
+// one row in 2 shares lost to the paired 64×128 tiles, in 4 to the dealt ones (kSmallDealt).
 constexpr int64_t kMediumStreamKMinKTiles = 160;
 constexpr int64_t kMediumStreamKManySharesMinKTiles = 128;
+constexpr int64_t kMediumStreamKThreeSharesMinKTiles = 88;
+constexpr int64_t kMediumStreamKOneRowNarrowRows = 2;
+constexpr int64_t kMediumStreamKOneRowShares = 3;
 constexpr int64_t kMediumStreamKNarrowRows = 4;
 constexpr int64_t kMediumStreamKEvenNarrowRows = 8;
 constexpr int64_t kMediumStreamKMinTiles = 32;
@@ -540,8 +547,8 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // 128×256, 112 of 128×192). Neither narrower tile replaces 128×256 tiles whose last round
 // stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more, but for 128×192 tiles whose
 // whole rounds cost less than the 128×256 tiles' share at kStreamKWideCostTenths. 193 to 256 rows
-// (449 to 512 where the pair turns split in equal shares) with a long K and few tiles take 128×128
-// tiles with stream-K over every turn (kMediumStreamKMinKTiles); 2 or 4 rows of 128×256 tiles
+// (65 to 128 in 3 equal shares, 449 to 512 in equal shares) with a long K and few tiles
+// take 128×128 tiles with stream-K over every turn (kMediumStreamKMinKTiles); 2 or 4 rows of 128×256 tiles
 // fewer than half the SMs with a long K take them, paired, with every turn dealt out in 3 or 4
 // equal shares where those fill 7/8 of the SMs (kWideDealtMinKTiles); 2 to 8 rows of 64×128
 // tiles the plan would split take them paired with every turn dealt out, in equal shares of a long
@@ -771,18 +778,25 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   // runs on every launch).
   const bool medium_candidate =
       splittable && o.stream_k != 0 && o.consumers == 0 &&
-      (narrow_m == kMediumStreamKNarrowRows || narrow_m == kMediumStreamKEvenNarrowRows) &&
+      (narrow_m == kMediumStreamKOneRowNarrowRows || narrow_m == kMediumStreamKNarrowRows ||
+       narrow_m == kMediumStreamKEvenNarrowRows) &&
       medium >= kMediumStreamKMinTiles && medium * 8 <= sms * kMediumStreamKMaxWaveEighths &&
-      k_tiles >= kMediumStreamKManySharesMinKTiles;
+      k_tiles >= kMediumStreamKThreeSharesMinKTiles;
   const int64_t medium_shares = medium_candidate && equal_shares_allowed(o)
                                     ? equal_shares(medium_shape, kMaxShares)
                                     : 0;
-  const int64_t medium_min_k_tiles =
-      medium_shares > kMinShares ? kMediumStreamKManySharesMinKTiles : kMediumStreamKMinKTiles;
-  bool medium_stream_k =
-      medium_candidate &&
-      (narrow_m == kMediumStreamKNarrowRows || medium_shares >= kMinShares) &&
-      k_tiles >= medium_min_k_tiles && deals_every_turn(medium_shape);
+  const int64_t medium_min_k_tiles = medium_shares == kMinShares + 1
+                                         ? kMediumStreamKThreeSharesMinKTiles
+                                     : medium_shares > kMinShares
+                                         ? kMediumStreamKManySharesMinKTiles
+                                         : kMediumStreamKMinKTiles;
+  // Two rows of 128-row tiles deal out in any shares, four need equal ones, one exactly 3.
+  const bool medium_shares_ok = narrow_m == kMediumStreamKNarrowRows ||
+                                (narrow_m == kMediumStreamKOneRowNarrowRows
+                                     ? medium_shares == kMediumStreamKOneRowShares
+                                     : medium_shares >= kMinShares);
+  bool medium_stream_k = medium_candidate && medium_shares_ok && k_tiles >= medium_min_k_tiles &&
+                         deals_every_turn(medium_shape);
   // 16-bit: paired 128×256 tiles with every turn dealt out in equal shares where as whole tiles
   // they would leave half the SMs idle and K is long (kWideDealtMinKTiles); an even number of
   // tile rows, more than 192 rows (a pair's second tile more than half full; measured at 256 and
@@ -1123,8 +1137,8 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
       "off: 3xTF32's promoted tiles run whole turns",
       "off: fused row sums take whole tiles",
       "off: TORCH_GEMM_WGMMA_STREAM_K=0",
-      "off: only unsplit 128x256 tiles take stream-K, 128x128 tiles of 193 to 256 rows (449 to "
-      "512 in equal shares) with a long K filling at most 5/8 of the SMs, and paired 64x128 tiles "
+      "off: only unsplit 128x256 tiles take stream-K, 128x128 tiles of 193 to 256 rows (65 to 128 "
+      "in 3 equal shares, 449 to 512 in equal shares) with a long K filling at most 5/8 of the SMs, and paired 64x128 tiles "
       "of 65 to 512 rows in equal shares of a long enough K (and, under TORCH_GEMM_WGMMA_STREAM_K=3, "
       "any 128x128 tiles and one row of 64x128 tiles or forced ones, or tf32's 64x256, where "
       "their k-tiles outnumber the resident clusters)",
@@ -1393,12 +1407,12 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     case TileRule::kMediumStreamK:
       r.tile = "128x128, two consumer warpgroups, every turn dealt out as k-tiles: " +
                str(s.medium_tiles) + " tiles of 128x128 in " +
-               str(ceil_div(p.M, kWgmmaBlockM)) + " rows (two, or four whose pair turns split "
-               "in equal shares; " + str(kMediumStreamKMinTiles) + " to " +
+               str(ceil_div(p.M, kWgmmaBlockM)) + " rows (two; one whose turns split in 3 equal "
+               "shares, four in 2 to 4; " + str(kMediumStreamKMinTiles) + " to " +
                str(kMediumStreamKMaxWaveEighths) + "/8 of the " + str(sms) + " SMs) with K's " +
                str(plan.k_tiles) + " k-tiles (" + str(kMediumStreamKMinKTiles) + " or more, " +
-               str(kMediumStreamKManySharesMinKTiles) + " where the turns split in 3 or 4 equal "
-               "shares), where whole tiles (split or paired 64x128, or paired 128x128) would "
+               str(kMediumStreamKManySharesMinKTiles) + " where the turns split in 4 equal "
+               "shares, " + str(kMediumStreamKThreeSharesMinKTiles) + " in 3), where whole tiles (split or paired 64x128, or paired 128x128) would "
                "leave a third or more of the SMs idle, and dealt 128x256 pairs cost more (see "
                "stream_k)";
       break;
