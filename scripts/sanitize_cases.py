@@ -142,10 +142,10 @@ DEFAULT_CASES = (
          "unpaired and whole, where 16 of 64x128 would split K in 4; an edge tile in N, C rows of "
          "2001 elements (stored from registers), a K of 32 k-tiles, the last ragged",
          "wgmma_sm90", 33, 2001, 2000, expect={"tile": (64, 64), "cluster": 1, "split_k": 1}),
-    Case("wgmma 128x128 split 4", "100 rows against 2000 columns, K = 12289 (193 k-tiles): 16 "
-         "tiles of 128x128 in 4 slices of K (two consumers, a cluster of 4) in place of 32 of "
+    Case("wgmma 128x128 split 4", "100 rows against 3000 columns, K = 12289 (193 k-tiles): 24 "
+         "tiles of 128x128 in 4 slices of K (two consumers, a cluster of 4) in place of 48 of "
          "64x128 in 2; edge tiles in M and N, A and B repacked (rows of 24578 bytes)",
-         "wgmma_sm90", 100, 2000, 12289,
+         "wgmma_sm90", 100, 3000, 12289,
          expect={"tile": (128, 128), "consumers": 2, "split_k": 4}),
     Case("wgmma 64x256 one row", "16 rows: 112 tiles of 128x256 would be half empty rows, and 224 "
          "of 64x128 not fit in one wave",

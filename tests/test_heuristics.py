@@ -269,7 +269,7 @@ def test_streaming_every_tile_follows_the_overrides():
     assert p["split_k"] == 1 and p["stream_k_turns"] == 3 and p["grid"] == 3 and "forced" in p["why"]["tile"]
     assert not plan(50, 300, 64, shape="1x1x128", stream_k="3")["stream_k"]  # 3 tiles of 1 k-tile < 132 blocks
     assert not plan(100, 4096, 2496, stream_k="3")["stream_k"]   # two rows of 64x128 tiles
-    p = plan(128, 2048, 28672, stream_k="3")  # the plan's 128x128 tiles split in 4: kept
+    p = plan(128, 3072, 28672, stream_k="3")  # the plan's 128x128 tiles split in 4: kept
     assert (tuple(p["tile"]), p["split_k"]) == ((128, 128), 4) and not p["stream_k"]
     assert not plan(64, 4096, 4096, shape="1x1", stream_k="3")["stream_k"]  # 64x256
     # one tile of 128 k-tiles: fewer units than SMs, so the plan keeps its split in 8
@@ -414,13 +414,15 @@ def test_stream_k_over_128x128_tiles_not_taken(why, M, N, K):
 # 16-bit products of 2 to 8 rows of 64-row tiles (an even number) whose 64x128 tiles the plan
 # would split: those tiles paired with every turn dealt out where the pair turns split in 2 equal
 # shares of 20 k-tiles or more, or 3 to 4 of 22 or more, on 5/8 of the SMs or more (16 turns in 4
-# shares, 20 in 3, 24 and 32 in 2), every layout; edge tiles and a ragged K; batched.
+# shares, 20 in 3, 24 and 32 in 2; at 128 rows with a long K also in place of the 128x128 tiles split
+# in 4, where the turns split in 3 or 4 shares), every layout; edge tiles and a ragged K; batched.
 @pytest.mark.parametrize("batch, M, N, K, turns, grid", [
     (1, 512, 512, 8192, 16, 128), (1, 256, 1024, 8192, 16, 128), (1, 250, 1000, 8200, 16, 128),
     (2, 256, 512, 8192, 16, 128), (1, 256, 1024, 14336, 16, 128), (1, 512, 512, 5632, 16, 128),
     (1, 128, 2048, 5632, 16, 128), (1, 128, 2560, 5632, 20, 120), (1, 128, 3072, 3072, 24, 96),
     (1, 100, 3000, 3100, 24, 96), (1, 384, 1024, 8192, 24, 96), (1, 512, 1024, 2560, 32, 128),
-    (1, 256, 2048, 4096, 32, 128), (1, 128, 4096, 28672, 32, 128),
+    (1, 256, 2048, 4096, 32, 128), (1, 128, 4096, 28672, 32, 128), (1, 128, 2048, 14336, 16, 128),
+    (1, 128, 2560, 28672, 20, 120),
 ])
 @pytest.mark.parametrize("layout", ["NT", "NN", "TN"])
 @pytest.mark.parametrize("dtype", [BF16, FP16])
@@ -884,10 +886,13 @@ def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
 
 # 128 rows against a weight of up to 28 tile columns with a long K: 128x128 tiles split in 4 (a
 # cluster of 4, two consumers) in place of 64x128 ones split in 2; not with a short K, more tiles
-# than one wave of clusters of 4 holds, one 64-row tile row or more than two, fewer blocks, or
+# than one wave of clusters of 4 holds, one 64-row tile row or more than two, fewer blocks, where
+# the 64x128 tiles' pair turns split in 3 or 4 equal shares (paired and dealt out instead), or
 # tf32.
 @pytest.mark.parametrize("M, N, K, tile, split", [
-    (128, 2048, 28672, (128, 128), 4), (128, 3072, 14336, (128, 128), 4), (100, 2000, 12289, (128, 128), 4),
+    (128, 3072, 28672, (128, 128), 4), (128, 3072, 14336, (128, 128), 4), (100, 3000, 12289, (128, 128), 4),
+    (128, 2048, 28672, (64, 128), 1),    # 16 pair turns in 4 shares: dealt out
+    (100, 2500, 12289, (64, 128), 1),    # 20 pair turns in 3 shares: dealt out
     (128, 2048, 5120, (64, 128), 2),     # a short K
     (128, 4096, 28672, (64, 128), 1),    # 32 tiles of 128x128 in 4: more clusters than a wave (the
                                          # 64x128 tiles paired and dealt out instead)

@@ -267,10 +267,11 @@ WGMMA_ONE_K_TILE_NARROW_SHAPES = [(1, 1024, 5120, 64), (1, 2048, 3072, 1), (1, 1
 
 # wgmma_sm90 splits 128×128 tiles along K in 4 (two consumers, a cluster of 4) where two rows of
 # 64×128 tiles would split in 2 and K is long (192 k-tiles or more), as many blocks in one wave of
-# clusters of 4. On a 132-SM H100/H200: 16 tiles (192 k-tiles: slices of 48); edge tiles in M and
-# N with a K not a multiple of the k-tile (193 k-tiles: the last slice 46) and C rows of 2001
-# elements (stored from registers); batched (8 tiles a batch element).
-WGMMA_MEDIUM_SPLIT_SHAPES = [(1, 128, 2048, 12288), (1, 100, 2001, 12289), (2, 128, 1024, 12288)]
+# clusters of 4, unless the 64×128 tiles' pair turns split in 3 or 4 equal shares (dealt out
+# instead). On a 132-SM H100/H200: 24 tiles (192 k-tiles: slices of 48); edge tiles in M and N
+# with a K not a multiple of the k-tile (193 k-tiles: the last slice 46) and C rows of 3001
+# elements (stored from registers); batched (12 tiles a batch element).
+WGMMA_MEDIUM_SPLIT_SHAPES = [(1, 128, 3072, 12288), (1, 100, 3001, 12289), (2, 128, 1536, 12288)]
 
 
 # wgmma_sm90 deals every turn of 128×128 tiles out as k-tiles where 193 to 256 rows (two tile
@@ -365,7 +366,7 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "mid_tiles": (WGMMA_MID_SHAPES, [(1000, 2504, 1100), (1000, 2501, 577)]),
     "slim_tiles": (WGMMA_SLIM_SHAPES, [(1024, 1104, 2100), (700, 1800, 4099)]),
     "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 8192), (64, 1000, 2053), (20, 1000, 8200)]),
-    "medium_split_k": (WGMMA_MEDIUM_SPLIT_SHAPES, [(128, 2048, 12288), (100, 2001, 12289)]),
+    "medium_split_k": (WGMMA_MEDIUM_SPLIT_SHAPES, [(128, 3072, 12288), (100, 3001, 12289)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
     "odd_rows": (WGMMA_ODD_ROWS_SHAPES, [(384, 4096, 4096), (330, 4001, 3000)]),
     "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES,

@@ -320,6 +320,11 @@ constexpr int64_t kSmallDealtMaxNarrowRows = 8;
 constexpr int64_t kSmallDealtMinShareKTiles = 20;
 constexpr int64_t kSmallDealtManySharesMinShareKTiles = 22;
 constexpr int64_t kSmallDealtMinWaveEighths = 5;
+// Where the plan splits two rows of 128×128 tiles in 4 instead (a long K: kMediumSplitMinKTiles),
+// the dealt pairs take their place only in 3 or 4 shares: 128 rows against 2048 and 2560 columns
+// with K of 216–448 k-tiles ran faster dealt; against 3072 (2 shares) either way (H200,
+// session 46).
+constexpr int64_t kSmallDealtOverMediumSplitMinShares = 3;
 
 // Row sums are fused where the tile columns give at least this many slices of K: a tile's slice
 // then moves at most 1/8 of the bytes of A its product reads, which two warps' loads keep up with.
@@ -820,16 +825,21 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     shape.tile_rule = TileRule::kMediumStreamK;
   }
   // 16-bit: the split (or few) 64×128 tiles of 2 to 8 tile rows paired with every turn dealt out
-  // in equal shares long enough (kSmallDealtMinShareKTiles).
+  // in equal shares long enough (kSmallDealtMinShareKTiles); in place of the 128×128 tiles split
+  // in 4 (two tile rows, kMediumSplit) only in 3 or 4 shares (kSmallDealtOverMediumSplitMinShares).
+  const bool medium_split = shape.tile_rule == TileRule::kMediumSplit;
   if (splittable && o.consumers == 0 && o.stream_k != 0 && equal_shares_allowed(o) &&
-      (shape.tile_rule == TileRule::kSmallSplit || shape.tile_rule == TileRule::kSmall) &&
+      (shape.tile_rule == TileRule::kSmallSplit || shape.tile_rule == TileRule::kSmall ||
+       medium_split) &&
       narrow_m % 2 == 0 && narrow_m >= kSmallDealtMinNarrowRows &&
       narrow_m <= kSmallDealtMaxNarrowRows && k_tiles >= kMinShares * kSmallDealtMinShareKTiles) {
     Shape dealt = shape;
+    dealt.consumers = 1, dealt.block_n = static_cast<int>(kWgmmaSmallBlockN);
     dealt.split_k = 1, dealt.split_groups = 1, dealt.stream_k_all = true;
     dealt.tile_rule = TileRule::kSmallDealt;
-    const int64_t shares =
-        pairs_dealt_in_equal_shares(dealt, kMinShares, kSmallDealtMinWaveEighths);
+    const int64_t shares = pairs_dealt_in_equal_shares(
+        dealt, medium_split ? kSmallDealtOverMediumSplitMinShares : kMinShares,
+        kSmallDealtMinWaveEighths);
     const int64_t share_k_tiles =
         shares > kMinShares ? kSmallDealtManySharesMinShareKTiles : kSmallDealtMinShareKTiles;
     if (shares > 0 && k_tiles >= shares * share_k_tiles) shape = dealt;
