@@ -24,6 +24,14 @@ def plan(M, N, K, **kwargs):
     return _C.sm90_plan(M, N, K, **kwargs)
 
 
+def assert_override_did_not_take(forced: dict, chosen: dict) -> None:
+    """A TORCH_GEMM_WGMMA_SHAPE that did not take: the plan's own choice, and explain says so."""
+    note = "; TORCH_GEMM_WGMMA_SHAPE"
+    assert note in forced["why"]["tile"], forced["why"]["tile"]
+    why = {**forced["why"], "tile": forced["why"]["tile"].split(note)[0]}
+    assert {**forced, "why": why} == chosen
+
+
 def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     """The plan is one of the kernels the launcher instantiates (launch_layout, run_config)."""
     sixteen_bit = dtype != FP32
@@ -203,8 +211,9 @@ def test_split_groups_follow_the_overrides():
     assert plan(64, 256, 8192, dtype=FP32, shape="1x8x256x1")["split_groups"] == 1  # as forced
     # invalid: groups of fewer slices than a cluster, of 3, of two-consumer tiles; ignored whole
     for shape in ("1x4x128x2", "1x8x128x3", "2x2x256x2", "1x8x128x16"):
-        assert plan(100, 300, 3000, shape=shape) == plan(100, 300, 3000), shape
-    assert plan(100, 300, 3000, dtype=BF16, shape="1x8x256x2") == plan(100, 300, 3000, dtype=BF16)  # tf32's
+        assert_override_did_not_take(plan(100, 300, 3000, shape=shape), plan(100, 300, 3000))
+    assert_override_did_not_take(plan(100, 300, 3000, dtype=BF16, shape="1x8x256x2"),  # tf32's
+                                 plan(100, 300, 3000, dtype=BF16))
 
 
 # TORCH_GEMM_WGMMA_STREAM_K=3: one row of 64x128 tiles (M <= 64), split or not, dealt out whole as
@@ -390,6 +399,7 @@ def test_128x256_tiles_dealt_out_not_taken(why, M, N, K, kwargs):
     ("3 shares, 87 k-tiles", 256, 2560, 5568),
     ("one tile row", 128, 2048, 14336),
     ("one tile row, 80 k-tiles", 128, 5120, 5120),
+    ("one tile row, 87 k-tiles", 128, 5120, 5568),
     ("one tile row in 2 shares", 128, 6144, 28672),
     ("one tile row in 4 shares", 128, 4096, 28672),
     ("192 rows", 192, 2048, 11008),     # split 64x128 tiles faster there
@@ -682,7 +692,8 @@ def test_tf32_split_not_on_many_tiles_nor_3xtf32_nor_forced_unsplit():
     assert plan(256, 1024, 4096, dtype=FP32, shape="1x1")["split_k"] == 1
     p = plan(256, 1024, 4096, dtype=FP32, shape="1x8")
     assert p["split_k"] == 8 and "forced" in p["why"]["tile"]
-    assert plan(256, 1024, 4096, dtype=BF16, shape="1x8") == plan(256, 1024, 4096, dtype=BF16)  # tf32's
+    assert_override_did_not_take(plan(256, 1024, 4096, dtype=BF16, shape="1x8"),  # tf32's
+                                 plan(256, 1024, 4096, dtype=BF16))
     assert plan(256, 1024, 4096, dtype=FP32, shape="1x4x128")["split_k"] == 1  # 16-bit's 128 columns
 
 
@@ -903,11 +914,23 @@ def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
 def test_medium_split_by_the_plan(M, N, K, tile, split):
     p = plan(M, N, K)
     assert (tuple(p["tile"]), p["split_k"]) == (tile, split), p["why"]["tile"]
+    if tile == (64, 128) and split == 1:  # dealt out, not whole
+        assert p["stream_k"] and p["stream_k_turns"] == p["turns"] and p["cluster"] == 2, p["why"]
     assert_supported(p, BF16)
     if tile == (128, 128) and split == 4:
         assert p["consumers"] == 2 and p["grid"] == 4 * -(-N // 128) and p["store"] == "registers"
         assert "split in 4" in p["why"]["tile"] and "as the 64x128 tiles split in 2" in p["why"]["tile"]
     assert plan(M, N, K, dtype=FP32)["tile"][1] != 128
+
+
+# Without equal shares to deal (stream-K off, clusters forced) or under a forced shape, 128 rows
+# with a long K keep the plan's 128x128 tiles split in 4 (or the shape forced).
+@pytest.mark.parametrize("kwargs", [{"stream_k": "0"}, {"max_clusters": "100"}])
+def test_medium_split_kept_without_the_dealt_pairs(kwargs):
+    p = plan(128, 2048, 28672, **kwargs)
+    assert (tuple(p["tile"]), p["split_k"]) == ((128, 128), 4) and not p["stream_k"], p["why"]
+    forced = plan(128, 2048, 28672, shape="1x2x128")
+    assert (tuple(forced["tile"]), forced["split_k"]) == ((64, 128), 2) and not forced["stream_k"]
 
 
 # 64x64 tiles, paired, where they fill more than half of the SMs in one wave in 2 to 8 rows of 64,
@@ -1411,3 +1434,19 @@ def test_n_major_preferred_by_auto():
     assert not n_major(16, 28672, 4096)["preferred"]         # 448 blocks
     assert not n_major(4, 2048, 4096, batch=9)["preferred"]  # 288 blocks over the batch
     assert n_major(4, 2048, 4096, batch=8)["preferred"]      # 256
+
+
+# A TORCH_GEMM_WGMMA_SHAPE that names no shape the kernel takes, or one whose tiles cannot take
+# the product, leaves the plan to choose, and explain says so (a timing run under it would
+# otherwise measure the plan's own choice unawares).
+def test_a_forced_shape_that_does_not_take_is_named():
+    ignored = "TORCH_GEMM_WGMMA_SHAPE names no shape the kernel takes"
+    dropped = "TORCH_GEMM_WGMMA_SHAPE's tiles cannot take this product"
+    p = plan(4, 2560, 2048, shape="1x2x64")  # 64-column tiles split: not a shape
+    assert ignored in p["why"]["tile"] and p["tile"] == plan(4, 2560, 2048)["tile"], p["why"]
+    assert ignored in plan(300, 300, 300, shape="3x1")["why"]["tile"]
+    p = plan(200, 264, 72, shape="2x1x80", a_strides=[1, 200])  # slim tiles need both K-major
+    assert dropped in p["why"]["tile"] and p["tile"][1] not in (80, 96), p["why"]
+    for kwargs in ({}, {"shape": "1x1x64"}, {"shape": ""}):
+        why = plan(300, 1088, 2039, **kwargs)["why"]["tile"]
+        assert ignored not in why and dropped not in why, (kwargs, why)

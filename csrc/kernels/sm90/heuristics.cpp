@@ -124,7 +124,9 @@ int64_t tiny_pair_blocks(const GemmParams& p, int64_t narrow_m) {
 // Two rows of 64×128 tiles split along K take 128×128 tiles split in 4 instead (two consumer
 // warpgroups a block, a cluster of 4 a tile) where those are at least as many blocks, fit in one
 // wave of clusters of 4, and K has at least this many k-tiles: 128 rows against 2048–3072 columns
-// with K = 14336–28672 ran 1.02–1.14× faster, with K = 5120 0.97× (H100, session 38).
+// with K = 14336–28672 ran 1.02–1.14× faster, with K = 5120 0.97× (H100, session 38). Where the
+// 64×128 tiles' pair turns split in 3 or 4 equal shares, those pairs dealt out take their place
+// instead (kSmallDealtOverMediumSplitMinShares).
 constexpr int64_t kMediumSplitMinKTiles = 192;
 // 193 to 256 rows (four rows of 64-row tiles, two of 128-row ones) with at least this many
 // k-tiles, and 32 to 5/8 of a wave of 128×128 tiles, take 128×128 tiles with every turn dealt out
@@ -136,7 +138,7 @@ constexpr int64_t kMediumSplitMinKTiles = 192;
 // (8192: 0.90–0.94), which fill the SMs; about even at 512 rows (H100 and H200, tune_plan,
 // session 30). The same at 449 to 512 rows (eight rows of 64-row tiles) where the pair turns split
 // in equal shares (16 in 4 or 32 in 2, on 128 blocks), and from kMediumStreamKManySharesMinKTiles
-// at either where they split in 3 or 4: 512 rows against 2048 columns with K = 11008–16384
+// at either where they split in 4 (3: below): 512 rows against 2048 columns with K = 11008–16384
 // 1.08–1.17× faster than the dealt 128×256 pairs before, with 28672 0.99 (H100; 1.05 H200), with
 // 8192 even; 512 against 1024 columns (4 shares) with K = 8192 1.06× the split 64×128 tiles, 256
 // against 2048–2560 (4 and 3 shares) 1.04–1.10×; at 128 k-tiles in 2 shares or unequal ones (256
@@ -150,7 +152,7 @@ constexpr int64_t kMediumStreamKMinKTiles = 160;
 constexpr int64_t kMediumStreamKManySharesMinKTiles = 128;
 constexpr int64_t kMediumStreamKThreeSharesMinKTiles = 88;
 constexpr int64_t kMediumStreamKOneRowNarrowRows = 2;
-constexpr int64_t kMediumStreamKOneRowShares = 3;
+constexpr int64_t kMediumStreamKThreeShares = 3;
 constexpr int64_t kMediumStreamKNarrowRows = 4;
 constexpr int64_t kMediumStreamKEvenNarrowRows = 8;
 constexpr int64_t kMediumStreamKMinTiles = 32;
@@ -527,6 +529,8 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
       (fields < 4 || groups == 1 || grouped)) {
     o.consumers = consumers, o.split_k = split_k, o.block_n = block_n;
     o.split_groups = fields == 4 ? groups : 1;
+  } else if (shape != nullptr && shape[0] != '\0') {
+    o.shape_ignored = true;
   }
   o.clusters = cluster == nullptr || cluster[0] != '1';
   o.stream_k = stream_k == nullptr || stream_k[0] < '0' || stream_k[0] > '3' ? 1 : stream_k[0] - '0';
@@ -790,7 +794,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   const int64_t medium_shares = medium_candidate && equal_shares_allowed(o)
                                     ? equal_shares(medium_shape, kMaxShares)
                                     : 0;
-  const int64_t medium_min_k_tiles = medium_shares == kMinShares + 1
+  const int64_t medium_min_k_tiles = medium_shares == kMediumStreamKThreeShares
                                          ? kMediumStreamKThreeSharesMinKTiles
                                      : medium_shares > kMinShares
                                          ? kMediumStreamKManySharesMinKTiles
@@ -798,7 +802,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   // Two rows of 128-row tiles deal out in any shares, four need equal ones, one exactly 3.
   const bool medium_shares_ok = narrow_m == kMediumStreamKNarrowRows ||
                                 (narrow_m == kMediumStreamKOneRowNarrowRows
-                                     ? medium_shares == kMediumStreamKOneRowShares
+                                     ? medium_shares == kMediumStreamKThreeShares
                                      : medium_shares >= kMinShares);
   bool medium_stream_k = medium_candidate && medium_shares_ok && k_tiles >= medium_min_k_tiles &&
                          deals_every_turn(medium_shape);
@@ -869,8 +873,9 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   // long K, which then move a third of the operand bytes that split 64×128 tiles move; and on
   // 128×128 tiles (the plan's, or forced by 2x1x128), whose one partial round of a few hundred
   // rows against a weight leaves a third of the SMs idle (deals_every_turn). Without it, the plan
-  // itself deals out every turn of two rows of 128×128 tiles with a long K (medium_stream_k,
-  // kMediumStreamKMinKTiles), and of few 128×256 pairs with a long K (kWideDealtMinKTiles).
+  // itself deals out every turn of one, two or four rows of 128×128 tiles with a long K
+  // (medium_stream_k, kMediumStreamKMinKTiles), and of few 128×256 pairs with a long K
+  // (kWideDealtMinKTiles).
   // In tf32 (not 3xTF32's promoted tiles), one row of 64×256 one-consumer tiles, as a few rows
   // against a weight take them (fixup-bound at 1 to 64 rows: 0.73–0.91 of torch, H100, session
   // 31), and 128×256 two-consumer tiles, for few tiles and a long K.
@@ -1147,9 +1152,10 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
       "off: 3xTF32's promoted tiles run whole turns",
       "off: fused row sums take whole tiles",
       "off: TORCH_GEMM_WGMMA_STREAM_K=0",
-      "off: only unsplit 128x256 tiles take stream-K, 128x128 tiles of 193 to 256 rows (65 to 128 "
-      "in 3 equal shares, 449 to 512 in equal shares) with a long K filling at most 5/8 of the SMs, and paired 64x128 tiles "
-      "of 65 to 512 rows in equal shares of a long enough K (and, under TORCH_GEMM_WGMMA_STREAM_K=3, "
+      "off: only unsplit 128x256 tiles take stream-K, 128x128 tiles of 193 to 256 rows (65 to "
+      "128 in 3 equal shares, 449 to 512 in equal shares) with a long K filling at most 5/8 of "
+      "the SMs, and paired 64x128 tiles of 65 to 512 rows in equal shares of a long enough K (3 "
+      "or 4 where 128x128 tiles would split in 4; and, under TORCH_GEMM_WGMMA_STREAM_K=3, "
       "any 128x128 tiles and one row of 64x128 tiles or forced ones, or tf32's 64x256, where "
       "their k-tiles outnumber the resident clusters)",
       "off: the tiles fit in one round of resident clusters",
@@ -1364,7 +1370,9 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                str(s.medium_tiles * s.split_k) + ") as the 64x128 tiles split in 2, with two " +
                "consumers each, in one wave of clusters of " + str(s.split_k) + " (" +
                str(resident_split_clusters(sms, s.split_k)) + " counted on as resident on " +
-               str(sms) + " SMs)";
+               str(sms) + " SMs); the 64x128 tiles paired and dealt out would not split their pair "
+               "turns in " + str(kSmallDealtOverMediumSplitMinShares) + " or 4 equal shares long "
+               "enough (see kSmallDealt)";
       break;
     case TileRule::kMedium:
       r.tile = "128x128, two consumer warpgroups: the " + str(s.small_tiles) +
@@ -1416,15 +1424,16 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     }
     case TileRule::kMediumStreamK:
       r.tile = "128x128, two consumer warpgroups, every turn dealt out as k-tiles: " +
-               str(s.medium_tiles) + " tiles of 128x128 in " +
-               str(ceil_div(p.M, kWgmmaBlockM)) + " rows (two; one whose turns split in 3 equal "
-               "shares, four in 2 to 4; " + str(kMediumStreamKMinTiles) + " to " +
+               str(s.medium_tiles) + " tiles of 128x128 in " + str(ceil_div(p.M, kWgmmaBlockM)) +
+               (ceil_div(p.M, kWgmmaBlockM) == 1 ? " row" : " rows") +
+               " (the plan takes two rows; one, unpaired, whose turns split in 3 equal shares; "
+               "four whose pair turns split in 2 to 4; " + str(kMediumStreamKMinTiles) + " to " +
                str(kMediumStreamKMaxWaveEighths) + "/8 of the " + str(sms) + " SMs) with K's " +
                str(plan.k_tiles) + " k-tiles (" + str(kMediumStreamKMinKTiles) + " or more, " +
                str(kMediumStreamKManySharesMinKTiles) + " where the turns split in 4 equal "
-               "shares, " + str(kMediumStreamKThreeSharesMinKTiles) + " in 3), where whole tiles (split or paired 64x128, or paired 128x128) would "
-               "leave a third or more of the SMs idle, and dealt 128x256 pairs cost more (see "
-               "stream_k)";
+               "shares, " + str(kMediumStreamKThreeSharesMinKTiles) + " in 3), where whole tiles "
+               "(split or paired 64x128, or paired 128x128) would leave a third or more of the "
+               "SMs idle, and dealt 128x256 pairs cost more (see stream_k)";
       break;
     case TileRule::kSmallDealt: {
       r.tile = "64x128, one consumer warpgroup, paired, every turn dealt out as k-tiles: " +
@@ -1436,7 +1445,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                cut_of_turns() + " (the plan takes them where, on " + str(sms / 2) +
                " resident pairs, they split in " + str(kMinShares) + " to " + str(kMaxShares) +
                " equal shares of " + str(kSmallDealtMinShareKTiles) + " k-tiles or more (" +
-               str(kSmallDealtManySharesMinShareKTiles) + " in 3 or 4) on at least " +
+               str(kSmallDealtManySharesMinShareKTiles) + " in 3 or 4; only 3 or 4 in place of "
+               "128x128 tiles split in 4) on at least " +
                str(kSmallDealtMinWaveEighths) + "/8 of the SMs): a pair reads B's tile once, "
                "8 KB of operands a 64x64x64 step against a split tile's 12 (see stream_k)";
       break;
@@ -1621,6 +1631,14 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       r.grid += "; as few as keep the turns per block, so that idle SMs let the others clock "
                 "higher";
     }
+  }
+  // A forced shape that did not take: the plan chose instead, which a timing run would not see.
+  if (given.shape_ignored) {
+    r.tile += "; TORCH_GEMM_WGMMA_SHAPE names no shape the kernel takes (heuristics.h's "
+              "Overrides), so the plan chose";
+  } else if (given.consumers != 0 && o.consumers == 0) {
+    r.tile += "; TORCH_GEMM_WGMMA_SHAPE's tiles cannot take this product (its dtype, layout or "
+              "row sums), so the plan chose";
   }
   return {{"transposed", r.transposed}, {"a", r.a}, {"b", r.b}, {"store", r.store},
           {"tile", r.tile}, {"cluster", r.cluster}, {"split_k", r.split_k},

@@ -45,6 +45,8 @@ struct Overrides {
   // share each one-consumer tile (split_groups; 1xSx128 16-bit, 1xSx256 tf32).
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
   int split_groups = 1;
+  // TORCH_GEMM_WGMMA_SHAPE set to none of the shapes above: the plan chooses, and explain says so.
+  bool shape_ignored = false;
   bool clusters = true;    // TORCH_GEMM_WGMMA_CLUSTER=1: no pairs sharing B
   // TORCH_GEMM_WGMMA_STREAM_K=0|1|2|3: off; the last partial round; and one more; 3: every turn
   // of 16-bit 128×256 or 128×128 tiles or of one row of 64×128 one-consumer tiles (M <= 64), or
@@ -114,7 +116,7 @@ struct Shape {
   // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): 128×256 or
   // 128×128 tiles, or one row of 64×128 one-consumer tiles (M <= 64; in tf32, 64×256) or forced
   // ones (1xSx128, paired where the plan pairs them), under TORCH_GEMM_WGMMA_STREAM_K=3; and by
-  // the plan itself, 128×128 tiles of two tile rows (four in equal shares) with a long K
+  // the plan itself, 128×128 tiles of two tile rows (one or four in equal shares) with a long K
   // (TileRule::kMediumStreamK) and tf32's 128×256 tiles in 2 to 8 equal shares where they would
   // leave half the SMs idle (TileRule::kWideStreamK), and 16-bit 128×256 pairs where few meet a
   // long K (TileRule::kWideDealt), and 16-bit 64×128 pairs of 2 to 8 tile rows the plan would
