@@ -338,7 +338,8 @@ def test_stream_k_over_every_turn_of_128x128_tiles(M, N, K, shape, pairs):
 def test_few_128x128_tiles_with_a_long_k_take_stream_k_over_every_turn(M, N, K):
     p = plan(M, N, K, max_active_clusters=66)
     pairs = M > 128
-    assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1 and p["cluster"] == (2 if pairs else 1)
+    assert tuple(p["tile"]) == (128, 128) and p["split_k"] == 1
+    assert p["cluster"] == (2 if pairs else 1)
     assert p["stream_k"] and p["stream_k_turns"] == p["turns"]
     assert_stream_k_grid(p)
     assert "every turn dealt out" in p["why"]["tile"] and "every one of" in p["why"]["stream_k"]
@@ -901,7 +902,8 @@ def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
 # the 64x128 tiles' pair turns split in 3 or 4 equal shares (paired and dealt out instead), or
 # tf32.
 @pytest.mark.parametrize("M, N, K, tile, split", [
-    (128, 3072, 28672, (128, 128), 4), (128, 3072, 14336, (128, 128), 4), (100, 3000, 12289, (128, 128), 4),
+    (128, 3072, 28672, (128, 128), 4), (128, 3072, 14336, (128, 128), 4),
+    (100, 3000, 12289, (128, 128), 4),
     (128, 2048, 28672, (64, 128), 1),    # 16 pair turns in 4 shares: dealt out
     (100, 2500, 12289, (64, 128), 1),    # 20 pair turns in 3 shares: dealt out
     (128, 2048, 5120, (64, 128), 2),     # a short K

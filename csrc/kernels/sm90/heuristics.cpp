@@ -236,6 +236,13 @@ constexpr int64_t kScatteredExtraTenths = 7;
 constexpr int64_t kMinShares = 2;
 constexpr int64_t kMaxShares = kStreamKMaxShares;
 
+// The K (in k-tiles) kMediumStreamK's 128×128 tiles need, by the equal shares their dealt turns
+// split in (0: unequal ones).
+int64_t medium_stream_k_min_k_tiles(int64_t shares) {
+  if (shares == kMediumStreamKThreeShares) return kMediumStreamKThreeSharesMinKTiles;
+  return shares > kMinShares ? kMediumStreamKManySharesMinKTiles : kMediumStreamKMinKTiles;
+}
+
 int64_t equal_share_clusters(int64_t turns, int64_t slots, bool all, int64_t max_shares) {
   const int64_t scattered = all ? turns : turns % slots;
   if (scattered == 0 || (scattered <= slots && slots % scattered == 0)) return slots;
@@ -556,9 +563,9 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // 128×256, 112 of 128×192). Neither narrower tile replaces 128×256 tiles whose last round
 // stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more, but for 128×192 tiles whose
 // whole rounds cost less than the 128×256 tiles' share at kStreamKWideCostTenths. 193 to 256 rows
-// (65 to 128 in 3 equal shares, 449 to 512 in equal shares) with a long K and few tiles
-// take 128×128 tiles with stream-K over every turn (kMediumStreamKMinKTiles); 2 or 4 rows of 128×256 tiles
-// fewer than half the SMs with a long K take them, paired, with every turn dealt out in 3 or 4
+// (65 to 128 in 3 equal shares, 449 to 512 in equal shares) with a long K and few tiles take
+// 128×128 tiles with stream-K over every turn (kMediumStreamKMinKTiles); 2 or 4 rows of 128×256
+// tiles fewer than half the SMs with a long K take them, paired, with every turn dealt out in 3 or 4
 // equal shares where those fill 7/8 of the SMs (kWideDealtMinKTiles); 2 to 8 rows of 64×128
 // tiles the plan would split take them paired with every turn dealt out, in equal shares of a long
 // enough K on 5/8 of the SMs (kSmallDealtMinShareKTiles). 16-bit products of at most 64 rows never
@@ -794,17 +801,13 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   const int64_t medium_shares = medium_candidate && equal_shares_allowed(o)
                                     ? equal_shares(medium_shape, kMaxShares)
                                     : 0;
-  const int64_t medium_min_k_tiles = medium_shares == kMediumStreamKThreeShares
-                                         ? kMediumStreamKThreeSharesMinKTiles
-                                     : medium_shares > kMinShares
-                                         ? kMediumStreamKManySharesMinKTiles
-                                         : kMediumStreamKMinKTiles;
   // Two rows of 128-row tiles deal out in any shares, four need equal ones, one exactly 3.
   const bool medium_shares_ok = narrow_m == kMediumStreamKNarrowRows ||
                                 (narrow_m == kMediumStreamKOneRowNarrowRows
                                      ? medium_shares == kMediumStreamKThreeShares
                                      : medium_shares >= kMinShares);
-  bool medium_stream_k = medium_candidate && medium_shares_ok && k_tiles >= medium_min_k_tiles &&
+  bool medium_stream_k = medium_candidate && medium_shares_ok &&
+                         k_tiles >= medium_stream_k_min_k_tiles(medium_shares) &&
                          deals_every_turn(medium_shape);
   // 16-bit: paired 128×256 tiles with every turn dealt out in equal shares where as whole tiles
   // they would leave half the SMs idle and K is long (kWideDealtMinKTiles); an even number of
