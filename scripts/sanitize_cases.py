@@ -172,6 +172,10 @@ DEFAULT_CASES = (
          "leave 42 SMs idle; edge tiles in M and N, a prime K (A and B repacked K-major)",
          "wgmma_sm90", 700, 1800, 1031,
          expect={"tile": (128, 96), "consumers": 2, "cluster": 1, "split_k": 1}),
+    Case("wgmma slim 128x160", "8x16 = 128 tiles of 128x160 fill one round where 8x14 of 128x192 "
+         "leave 20 SMs idle; edge tiles in M and N (155 columns in the last), 81 k-tiles, pairs",
+         "wgmma_sm90", 1000, 2555, 5128, op="linear",
+         expect={"tile": (128, 160), "consumers": 2, "cluster": 2, "split_k": 1}),
     Case("wgmma repack odd leading dimension", "K = 2050 bf16: A's and B's rows are 4100 bytes, "
          "not a multiple of the 16 TMA needs, so both are copied into the workspace first",
          "wgmma_sm90", 250, 4264, 2050,

@@ -36,7 +36,7 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     """The plan is one of the kernels the launcher instantiates (launch_layout, run_config)."""
     sixteen_bit = dtype != FP32
     tile, split, cluster = tuple(p["tile"]), p["split_k"], p["cluster"]
-    slim = {(128, 80), (128, 96)}
+    slim = {(128, 80), (128, 96), (128, 160), (128, 176)}
     sixteen_bit_tiles = {(64, 128), (128, 128), (128, 192), (64, 64)} | slim
     assert tile in {(128, 256), (64, 256)} | (sixteen_bit_tiles if sixteen_bit else set()), p
     assert p["consumers"] == tile[0] // 64
@@ -716,12 +716,12 @@ def test_128x128_where_they_make_fewer_rounds():
 
 
 @pytest.mark.parametrize("M, N, K, why", [
-    (1024, 2560, 8192, "80 tiles of 128x256 in one round, 112 of 128x192 in one"),
-    (512, 5120, 8192, "80 tiles of 128x256, 108 of 128x192"),
+    (1024, 2560, 4096, "80 tiles of 128x256 in one round, 112 of 128x192 in one"),
+    (512, 5120, 4096, "80 tiles of 128x256, 108 of 128x192"),
     (1024, 5632, 2048, "176 of 128x256 and 352 of 128x128 in 2 and 3 rounds, 240 of 128x192 in 2"),
     (2048, 2560, 512, "160 of 128x256 in 2 rounds, 224 of 128x192 in 2"),
     (1024, 5120, 2560, "160 of 128x256 in 2 rounds, too short a K (40 k-tiles) for stream-K"),
-    (1024, 5120, 5120, "160 of 128x256 in 2 rounds, stream-K on the last, but only 80 k-tiles"),
+    (1024, 5120, 4608, "160 of 128x256 in 2 rounds, stream-K on the last, but only 72 k-tiles"),
     (3072, 3072, 2048, "288 of 128x256 in 3 rounds, 384 of 128x192 in 3"),
     (2048, 3072, 11008, "192 of 128x256 in 2 rounds with stream-K on the last, 256 of 128x192 "
                         "filling 97% of 2: at 13/10 of their share the 128x256 tiles cost more"),
@@ -864,7 +864,8 @@ def test_stream_k_mode_two_takes_one_round_more():
     ("1x1x128", (64, 128), 1), ("1x1", (64, 256), 1), ("2x1", (128, 256), 1), ("2x2", (128, 256), 2),
     ("2x2x256", (128, 256), 2), ("1x2x128", (64, 128), 2), ("1x4x128", (64, 128), 4),
     ("1x8x128", (64, 128), 8), ("2x1x128", (128, 128), 1), ("2x1x192", (128, 192), 1),
-    ("2x1x80", (128, 80), 1), ("2x1x96", (128, 96), 1), ("2x2x128", (128, 128), 2),
+    ("2x1x80", (128, 80), 1), ("2x1x96", (128, 96), 1), ("2x1x160", (128, 160), 1),
+    ("2x2x128", (128, 128), 2),
     ("2x4x128", (128, 128), 4), ("1x1x64", (64, 64), 1),
 ])
 def test_forced_shape_is_respected(shape, tile, split):
@@ -1009,25 +1010,34 @@ def test_one_k_tile_narrow_tiles_by_the_plan(M, N, K, narrow):
 
 
 # Slim tiles where their rounds cost less than the two-consumer tiles' (a few hundred rows against
-# a weight of 2560-6144 columns), paired along M; not in one tile row, with a short K, row sums,
-# tf32, an MN-major operand, or where 128x128 tiles fill their round.
-@pytest.mark.parametrize("M, N, K, width", [
-    (512, 2560, 8192, 80), (256, 5120, 5120, 80), (512, 3072, 8192, 96), (256, 6144, 14336, 96),
-    (128, 11008, 4096, None), (512, 2560, 960, None), (512, 4096, 4096, None), (4096, 4096, 4096, None),
+# a weight of 2560-6144 columns; 128x160 ones at 512-2048 rows against 2560 or 5120 columns from 80
+# k-tiles, where 128x192 tiles leave a part-empty tile column), paired along M; not in one tile
+# row, with a short K, row sums, tf32, an MN-major operand, or where the other tiles fill their
+# round (1024 x 3072, 1024 x 6144), or make as few rounds (2048 x 5120: 4 rounds of 128x160).
+SLIM_WIDTHS = (80, 96, 160)
+
+
+@pytest.mark.parametrize("M, N, K, width, rounds", [
+    (512, 2560, 8192, 80, 1), (256, 5120, 5120, 80, 1), (512, 3072, 8192, 96, 1),
+    (256, 6144, 14336, 96, 1), (1024, 2560, 8192, 160, 1), (512, 5120, 11008, 160, 1),
+    (2048, 2560, 5632, 160, 2), (1024, 5120, 5120, 160, 2),
+    (128, 11008, 4096, None, 0), (512, 2560, 960, None, 0), (512, 4096, 4096, None, 0),
+    (4096, 4096, 4096, None, 0), (1024, 3072, 8192, None, 0), (1024, 6144, 8192, None, 0),
+    (1024, 2560, 4096, None, 0), (2048, 5120, 5120, None, 0), (1024, 5632, 8192, None, 0),
 ])
-def test_slim_tiles_by_the_plan(M, N, K, width):
+def test_slim_tiles_by_the_plan(M, N, K, width, rounds):
     p = plan(M, N, K)
     if width is None:
-        assert p["tile"][1] not in (80, 96), p["why"]["tile"]
+        assert p["tile"][1] not in SLIM_WIDTHS, p["why"]["tile"]
         return
     assert tuple(p["tile"]) == (128, width) and p["cluster"] == 2 and p["store"] == "registers"
-    assert "slim tiles make 1 round" in p["why"]["tile"]
+    assert f"slim tiles make {rounds} round" in p["why"]["tile"], p["why"]["tile"]
     assert_supported(p, BF16)
     for kwargs in [dict(dtype=FP32), dict(row_sum=True), dict(a_k_major=False), dict(b_k_major=False)]:
-        assert plan(M, N, K, **kwargs)["tile"][1] not in (80, 96), kwargs
+        assert plan(M, N, K, **kwargs)["tile"][1] not in SLIM_WIDTHS, kwargs
 
 
-@pytest.mark.parametrize("shape", ["2x1x80", "2x1x96"])
+@pytest.mark.parametrize("shape", ["2x1x80", "2x1x96", "2x1x160"])
 def test_forced_slim_tiles_only_where_both_operands_are_k_major(shape):
     # Slim tiles read A and B K-major and store C from registers; elsewhere the override is
     # ignored, as an invalid one is (tf32, row sums, an MN-major operand).
@@ -1131,6 +1141,7 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     overrides = [dict(), dict(shape="1x1x128"), dict(shape="2x2"), dict(shape="2x1x192"), dict(cluster="1"),
                  dict(stream_k="2"), dict(stream_k="3"), dict(max_clusters="5"), dict(stream_k="0", cluster="1"),
                  dict(shape="2x1x192", cluster="1"), dict(shape="2x1x80"), dict(shape="2x1x96", cluster="1"),
+                 dict(shape="2x1x160"), dict(shape="2x1x160", cluster="1"),
                  dict(shape="2x2x128"), dict(shape="2x4x128"), dict(shape="1x1x64"),
                  dict(shape="1x1x64", cluster="1")]
     for (a_k, b_k), extra, override in itertools.product(layouts, extras, overrides):

@@ -219,12 +219,14 @@ WGMMA_MEDIUM_SHAPES = [(1, 1024, 1616, 2100), (1, 1000, 2001, 2500), (3, 512, 11
 
 
 # wgmma_sm90 takes slim 128×80 or 128×96 tiles (16-bit, both operands K-major, C stored from
-# registers) where they fill one wave that 128×128 tiles leave a third idle. On a 132-SM H100/H200:
-# 112 tiles of 128×80 with an edge tile in N (1104 columns: 64 in the last); batched, 132 of
-# 128×96; a prime K, 6 tile rows (the last 60 rows), 114 of 128×96; C rows of 2563 elements (not
-# 16-byte aligned), 132 of 128×80 (the last 3 columns). Other layouts take the plan's other tiles.
+# registers) where they fill one wave that 128×128 tiles leave a third idle, and 128×160 ones where
+# 128×192 tiles leave a part-empty tile column. On a 132-SM H100/H200: 112 tiles of 128×80 with an
+# edge tile in N (1104 columns: 64 in the last); batched, 132 of 128×96; a prime K, 6 tile rows
+# (the last 60 rows), 114 of 128×96; C rows of 2563 elements (not 16-byte aligned), 132 of 128×80
+# (the last 3 columns); 128 of 128×160 with edge tiles in M and N (1000 rows, 2555 columns: 155 in
+# the last), 81 k-tiles. Other layouts take the plan's other tiles.
 WGMMA_SLIM_SHAPES = [(1, 1024, 1104, 2100), (3, 512, 1024, 2048), (1, 700, 1800, 4099),
-                     (1, 512, 2563, 2048)]
+                     (1, 512, 2563, 2048), (1, 1000, 2555, 5128)]
 
 
 # wgmma_sm90 takes 128×192 tiles (two consumers of 64×192, 16-bit) where the two-consumer tiles it
@@ -315,7 +317,7 @@ WGMMA_PATH_PLANS = {
                           lambda p: tuple(p["tile"]) == (64, 256) and p["cluster"] == 2),
     "mid_tiles": (lambda: WGMMA_MID_SHAPES, lambda p: tuple(p["tile"]) == (128, 192)),
     "slim_tiles": (lambda: WGMMA_SLIM_SHAPES,
-                   lambda p: p["tile"][1] in (80, 96) and p["cluster"] == 2 and p["store"] == "registers"),
+                   lambda p: p["tile"][1] in (80, 96, 160) and p["cluster"] == 2 and p["store"] == "registers"),
     "small_split_k": (lambda: WGMMA_SMALL_SPLIT_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] > 1),
     "medium_split_k": (lambda: WGMMA_MEDIUM_SPLIT_SHAPES,
                        lambda p: tuple(p["tile"]) == (128, 128) and p["split_k"] == 4),
@@ -536,7 +538,7 @@ def test_wgmma_forced_mid_tiles():
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": "2x1x192"})
 
 
-# Slim 128×80 and 128×96 tiles forced (TORCH_GEMM_WGMMA_SHAPE=2x1x80, 2x1x96). They read both
+# Slim 128×80, 128×96 and 128×160 tiles forced (TORCH_GEMM_WGMMA_SHAPE=2x1x80, …). They read both
 # operands K-major (layout b_t, a linear's forward; in the other layouts the override is ignored
 # and the plan's tiles run): a single tile, K of 8 (part of one k-tile; a K of 1 repacks A
 # M-major), edge tiles in M and N (N of 83 and 1001: the last tile's columns end inside a lane's
@@ -552,7 +554,7 @@ print("ok")
 
 
 @requires_cuda
-@pytest.mark.parametrize("width", [80, 96])
+@pytest.mark.parametrize("width", [80, 96, 160])
 def test_wgmma_forced_slim_tiles(width):
     script = ENV_SCRIPT.replace('\nprint("ok")', SLIM_CHECK.replace("WIDTH", str(width)))
     check_wgmma_under_env(f"forced_slim {width}", [(70, 300, 100), (5, 129, 8), (130, 83, 577), (1000, 1001, 67),

@@ -28,6 +28,11 @@ constexpr int64_t kWgmmaMidBlockN = 192;
 // tiles of 128×128, 128 of 128×80).
 constexpr int64_t kWgmmaSlimBlockN80 = 80;
 constexpr int64_t kWgmmaSlimBlockN96 = 96;
+// And 128×160 (the same path: C from registers, both operands K-major): a width that divides
+// 2560- and 5120-column weights into whole rounds where 128×192 tiles leave a part-empty tile
+// column and idle SMs (1024 rows against 2560 or 5120 columns: 112 or 216 tiles of 128×192 on 132
+// SMs, 128 or 256 of 128×160).
+constexpr int64_t kWgmmaSlimBlockN160 = 160;
 // 64×64 tiles (16-bit, one consumer, unsplit, paired along M): cuBLAS's tile for a few hundred
 // rows against a narrow weight (512 rows against 1024 columns: 128 tiles, each pair sharing its
 // 64 rows of B), where the 64×128 tiles fill the SMs only split along K, unpaired; and, unpaired,
@@ -35,7 +40,7 @@ constexpr int64_t kWgmmaSlimBlockN96 = 96;
 // SMs).
 constexpr int64_t kWgmmaTinyBlockN = 64;
 constexpr bool is_slim_block_n(int64_t n) {
-  return n == kWgmmaSlimBlockN80 || n == kWgmmaSlimBlockN96;
+  return n == kWgmmaSlimBlockN80 || n == kWgmmaSlimBlockN96 || n == kWgmmaSlimBlockN160;
 }
 
 // Rows of A at or below which kernel="auto" takes gemv where B's columns are contiguous: for the

@@ -31,8 +31,9 @@ struct WgmmaConfig {
   static constexpr int kBlockM = kConsumers * kMmaM;  // 128 (or 64) rows of C per tile
   static constexpr int kBlockN = kMmaN;               // 256 (192, 128) columns of C per tile
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
-  // Slim tiles (tiles.h's kWgmmaSlimBlockN80, 96): a width between, for tile counts that fill
-  // the SMs where 128 columns leave a third of them idle; their C leaves from registers.
+  // Slim tiles (tiles.h's kWgmmaSlimBlockN80, 96, 160): widths between, for tile counts
+  // that fill the SMs where 128 or 192 columns leave many of them idle; their C leaves from
+  // registers.
   static constexpr bool kSlim = is_slim_block_n(kMmaN);
   // 64×64 tiles (tiles.h's kWgmmaTinyBlockN): one consumer, 16-bit, for a few hundred rows
   // against a narrow weight.
@@ -40,8 +41,8 @@ struct WgmmaConfig {
   static_assert(kMmaN == 256 || kMmaN == 128 ||
                     ((kMmaN == 192 || kSlim) && !kTf32 && kConsumers == 2) ||
                     (kTiny && !kTf32 && kConsumers == 1),
-                "256- or 128-column tiles, 192-, 96- or 80-column 16-bit tiles of two "
-                "consumers, or 64-column 16-bit tiles of one");
+                "256- or 128-column tiles, 192-column or slim 16-bit tiles of two consumers, "
+                "or 64-column 16-bit tiles of one");
   // tf32's 128-column tiles are 3xTF32's inner product (wgmma_sm90_3xtf32), and only that: both
   // operands already split into TF32 values, K-major, so that A too is read from shared memory;
   // each k-tile's products are summed on the tensor cores into a fresh set of registers and then
@@ -60,12 +61,13 @@ struct WgmmaConfig {
   // loop waits on L2. 128×128 tiles take 32 KB: 6, beside a whole tile of 16-bit boxes (fp32 C,
   // 3xTF32's, takes two rounds of the ring's 2). 128×192 tiles take 40 KB: 5, beside one box per
   // consumer, which is all their deferred stores fill at a time (Epilogue::kPendingRing). Slim
-  // tiles take 26 or 28 KB: 7 (their C leaves from registers; the one box is never filled).
+  // tiles take 26 or 28 KB: 7 (their C leaves from registers; the one box is never filled); the
+  // 160-column ones 36 KB: 5, as many as fit beside that box.
   // 64×64 tiles take 16 KB: 12, as deep a ring in bytes as the 64×128 tiles' (cuBLAS runs its
   // 64×64 tiles with 13).
   static constexpr int kStages = kMmaN == 256 ? 4
                                  : kMmaN == 192 ? 5
-                                 : kSlim        ? 7
+                                 : kSlim        ? (kMmaN < 128 ? 7 : 5)
                                  : kTiny        ? 12
                                                 : (kConsumers == 1 ? 8 : 6);
   // The first tile's first k-tiles are copied from the kernel's prologue, ahead of the producer

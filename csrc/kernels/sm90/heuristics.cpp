@@ -46,6 +46,24 @@ constexpr int64_t kMidMaxRounds = 3;
 // 0.96–1.0 of the 128×128 tiles' time, H200).
 constexpr int64_t kSlim96TileCostHundredths = 57;
 constexpr int64_t kSlim80TileCostHundredths = 55;
+// The wide slim 128×160 tile, measured against the 128×192 tiles it replaces (H200, bf16, the
+// forwards of 512-2048 rows against 2560 and 5120 columns, same runs): one or two rounds of 128 or
+// 256 of them ran 1.02-1.11x as fast as one or two of 112-224 of 128×192 from 80 k-tiles, which
+// puts a tile at 73-76 (the 128×192 tile's 80), and 0.99-1.00x at 40 k-tiles, where a product is
+// more its register stores and start; so from kSlim160MinKTiles only. Where 128×256 or 128×128
+// tiles were chosen (2048 × 5120, 4096 × 2560: 4 rounds of 128×160) they ran 0.93-0.97x. A 128×176
+// width (5632 columns in 256 tiles) was measured too and ran 0.80-0.99x of 128×192 everywhere, and
+// is not built.
+constexpr int64_t kSlim160TileCostHundredths = 75;
+constexpr int64_t kSlim160MinKTiles = 80;
+// A slim tile's time in hundredths of a 128×256 one's.
+int64_t slim_tile_cost(int64_t block_n) {
+  switch (block_n) {
+    case kWgmmaSlimBlockN80: return kSlim80TileCostHundredths;
+    case kWgmmaSlimBlockN96: return kSlim96TileCostHundredths;
+    default: return kSlim160TileCostHundredths;
+  }
+}
 constexpr int64_t kSlimMinKTiles = 16;  // below, a product is mostly its (register) stores
 // 128×192 tiles need a K of at least this many k-tiles: measured from 4 (K = 256, faster than
 // 128×256); below, a product is mostly its stores, and nothing was measured.
@@ -374,8 +392,8 @@ bool can_take_slim(const GemmParams& p) {
 }
 
 // The overrides as they apply to p: 1xS (64×256 tiles in S slices of K) is tf32's alone, slim
-// tiles (2x1x80, 2x1x96) are can_take_slim's and 64×64 ones (1x1x64) 16-bit products' without
-// row sums; for other products they are ignored, as an invalid shape is.
+// tiles (2x1x80, 2x1x96, 2x1x160) are can_take_slim's and 64×64 ones (1x1x64) 16-bit products'
+// without row sums; for other products they are ignored, as an invalid shape is.
 Overrides effective_overrides(const GemmParams& p, const Overrides& given) {
   Overrides o = given;
   if (o.consumers == 1 && o.block_n == kWgmmaBlockN && o.split_k > 1 && !tf32_can_split(p)) {
@@ -725,10 +743,9 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
        shape.tile_rule == TileRule::kMid) &&
       can_take_slim(p)) {
     int64_t best = chosen_cost();
-    const std::pair<int64_t, int64_t> slim_costs[] = {
-        {kWgmmaSlimBlockN96, kSlim96TileCostHundredths},
-        {kWgmmaSlimBlockN80, kSlim80TileCostHundredths}};
-    for (const auto& [width, cost] : slim_costs) {
+    for (const int64_t width : {kWgmmaSlimBlockN96, kWgmmaSlimBlockN80, kWgmmaSlimBlockN160}) {
+      if (width == kWgmmaSlimBlockN160 && k_tiles < kSlim160MinKTiles) continue;
+      const int64_t cost = slim_tile_cost(width);
       const int64_t tiles = wide_m * ceil_div(p.N, width) * p.batch;
       if (rounds(tiles) * cost < best) {
         best = rounds(tiles) * cost;
@@ -1023,8 +1040,8 @@ bool owns_transposed_boxes(const Shape& s) {
 }
 
 // Whether each block's columns of C (a split tile's: those its slice owns) are whole 128-byte
-// boxes, which TMA stores; a slim tile's 80 or 96, and a 16-bit 64×128 tile's in 4 or 8 slices or
-// 128×128 tile's in 4, are not, and leave from registers (epilogue.cuh).
+// boxes, which TMA stores; a slim tile's 80, 96 or 160, and a 16-bit 64×128 tile's in 4 or 8 slices
+// or 128×128 tile's in 4, are not, and leave from registers (epilogue.cuh).
 bool owns_whole_boxes(const Shape& s, DType dtype) {
   return s.block_n / s.split_k * dtype_size(dtype) % F::kKTileBytes == 0;
 }
@@ -1458,8 +1475,7 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       const int64_t tiles = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, s.block_n) * p.batch;
       r.tile = "128x" + str(s.block_n) + ", two consumer warpgroups: the " + str(tiles) +
                " slim tiles make " + rounds_of(tiles) + " of the " + str(sms) + " SMs at about " +
-               str(s.block_n == kWgmmaSlimBlockN96 ? kSlim96TileCostHundredths
-                                                   : kSlim80TileCostHundredths) +
+               str(slim_tile_cost(s.block_n)) +
                "/100 of a 128x256 tile's time each: less time than the " + wide + " (" +
                rounds_of(s.wide_tiles) + "), the " + str(s.medium_tiles) + " of 128x128 (" +
                rounds_of(s.medium_tiles) + " at " + str(kMediumTileCostTenths) + "/10) or the " +

@@ -86,7 +86,7 @@ constexpr int kStreamKMaxShares = 4;
 // tile (tf32: 64×256).
 struct Shape {
   int consumers = 2;
-  // or kWgmmaSmallBlockN, kWgmmaMidBlockN, kWgmmaSlimBlockN96 or 80, kWgmmaTinyBlockN (16-bit)
+  // or kWgmmaSmallBlockN, kWgmmaMidBlockN, a slim width (80, 96, 160), kWgmmaTinyBlockN (16-bit)
   int block_n = static_cast<int>(kWgmmaBlockN);
   bool clusters = false;
   int split_k = 1;

@@ -150,8 +150,8 @@ struct WgmmaLauncher {
       if (p.M == 0 || p.N == 0 || p.batch == 0) return {};
       const sm90::Plan plan = sm90::plan_call(p, sm_count_of(p), sm90::overrides());
       if (!plan.fits_int) return refuse("extents past 32 bits");
-      // 128-column tiles: 16-bit, or (float) 3xTF32's promoted tf32 ones; 192-, 96-, 80- and
-      // 64-column: 16-bit.
+      // 128-column tiles: 16-bit, or (float) 3xTF32's promoted tf32 ones; 192-column, slim
+      // (160, 96, 80) and 64-column: 16-bit.
       if (plan.shape.block_n == kWgmmaMidBlockN) {
         if constexpr (std::is_same_v<T, float>) {
           return refuse("128x192 tiles take bf16/fp16 only");
@@ -162,12 +162,17 @@ struct WgmmaLauncher {
       }
       if (is_slim_block_n(plan.shape.block_n)) {
         if constexpr (std::is_same_v<T, float>) {
-          return refuse("slim 128x80 and 128x96 tiles take bf16/fp16 only");
+          return refuse("slim 128x80, 128x96 and 128x160 tiles take bf16/fp16 only");
         } else {
           if (plan.shape.consumers != 2) return refuse("slim tiles take two consumers");
-          return plan.shape.block_n == kWgmmaSlimBlockN80
-                     ? sm90::launch_config<T, 2, kWgmmaSlimBlockN80>(plan, p, stream)
-                     : sm90::launch_config<T, 2, kWgmmaSlimBlockN96>(plan, p, stream);
+          switch (plan.shape.block_n) {
+            case kWgmmaSlimBlockN80:
+              return sm90::launch_config<T, 2, kWgmmaSlimBlockN80>(plan, p, stream);
+            case kWgmmaSlimBlockN96:
+              return sm90::launch_config<T, 2, kWgmmaSlimBlockN96>(plan, p, stream);
+            default:
+              return sm90::launch_config<T, 2, kWgmmaSlimBlockN160>(plan, p, stream);
+          }
         }
       }
       if (plan.shape.block_n == kWgmmaTinyBlockN) {

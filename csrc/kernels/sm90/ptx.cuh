@@ -293,25 +293,28 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 #define TORCH_GEMM_ACC_REGS_96 TORCH_GEMM_ACC_REGS_80 ", %40, %41, %42, %43, %44, %45, %46, %47"
 #define TORCH_GEMM_ACC_80 TORCH_GEMM_ACC8(0), TORCH_GEMM_ACC8(8), TORCH_GEMM_ACC8(16), TORCH_GEMM_ACC8(24), TORCH_GEMM_ACC8(32)
 #define TORCH_GEMM_ACC_96 TORCH_GEMM_ACC_80, TORCH_GEMM_ACC8(40)
+// The wide slim tile: m64n160 (d[0..79]).
+#define TORCH_GEMM_ACC_REGS_160 TORCH_GEMM_ACC_REGS_LOW ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
+#define TORCH_GEMM_ACC_160 TORCH_GEMM_ACC64(0), TORCH_GEMM_ACC8(64), TORCH_GEMM_ACC8(72)
 // 64×64 tiles: m64n64 (d[0..31]).
 #define TORCH_GEMM_ACC_REGS_64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define TORCH_GEMM_ACC_64 TORCH_GEMM_ACC8(0), TORCH_GEMM_ACC8(8), TORCH_GEMM_ACC8(16), TORCH_GEMM_ACC8(24)
 
 // D (64×kMmaN, fp32, in registers: kMmaN / 2 a thread) = A (64×kMmaK, smem) · B (kMmaK×kMmaN,
 // smem) + (accumulate ? D : 0) for one warpgroup, asynchronously (wgmma_commit / wgmma_wait), kMmaN
-// 256, 192, 128, 96, 80 or 64 by the accumulators' count. kTransA/kTransB: 1 where the operand's
-// shared tile is MN-major (wgmma transposes it on read; 16-bit only). T = float: tf32, m64n128
-// only (3xTF32's promoted tiles), both tiles K-major and already TF32 values (the tensor cores
-// drop the low bits of what they read).
+// 256, 192, 160, 128, 96, 80 or 64 by the accumulators' count. kTransA/kTransB: 1 where the
+// operand's shared tile is MN-major (wgmma transposes it on read; 16-bit only). T = float: tf32,
+// m64n128 only (3xTF32's promoted tiles), both tiles K-major and already TF32 values (the tensor
+// cores drop the low bits of what they read).
 template <typename T, int kTransA, int kTransB, int kCount>
 __device__ __forceinline__ void wgmma_ss(float (&d)[kCount], uint64_t desc_a, uint64_t desc_b,
                                          int accumulate) {
   static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half> ||
                     std::is_same_v<T, float>,
                 "16-bit or tf32 operands");
-  static_assert(kCount == 128 || kCount == 96 || kCount == 64 || kCount == 48 || kCount == 40 ||
-                    kCount == 32,
-                "m64n256, m64n192, m64n128, m64n96, m64n80 or m64n64");
+  static_assert(kCount == 128 || kCount == 96 || kCount == 80 || kCount == 64 || kCount == 48 ||
+                    kCount == 40 || kCount == 32,
+                "m64n256, m64n192, m64n160, m64n128, m64n96, m64n80 or m64n64");
   static_assert(!std::is_same_v<T, float> || (kCount == 64 && kTransA == 0 && kTransB == 0),
                 "tf32 from shared memory: m64n128, K-major tiles");
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
@@ -334,6 +337,14 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[kCount], uint64_t desc_a, ui
   } else if constexpr (kCount == 96) {
     TORCH_GEMM_WGMMA("m64n192k16.f32.f16.f16", TORCH_GEMM_ACC_REGS_192, TORCH_GEMM_ACC_192,
                      "%100", "%96, %97, accumulate, 1, 1, %98, %99", "l"(desc_a), "l"(desc_b),
+                     "n"(kTransA), "n"(kTransB), "r"(accumulate));
+  } else if constexpr (kCount == 80 && kBf16) {
+    TORCH_GEMM_WGMMA("m64n160k16.f32.bf16.bf16", TORCH_GEMM_ACC_REGS_160, TORCH_GEMM_ACC_160,
+                     "%84", "%80, %81, accumulate, 1, 1, %82, %83", "l"(desc_a), "l"(desc_b),
+                     "n"(kTransA), "n"(kTransB), "r"(accumulate));
+  } else if constexpr (kCount == 80) {
+    TORCH_GEMM_WGMMA("m64n160k16.f32.f16.f16", TORCH_GEMM_ACC_REGS_160, TORCH_GEMM_ACC_160,
+                     "%84", "%80, %81, accumulate, 1, 1, %82, %83", "l"(desc_a), "l"(desc_b),
                      "n"(kTransA), "n"(kTransB), "r"(accumulate));
   } else if constexpr (kCount == 48 && kBf16) {
     TORCH_GEMM_WGMMA("m64n96k16.f32.bf16.bf16", TORCH_GEMM_ACC_REGS_96, TORCH_GEMM_ACC_96,
@@ -385,6 +396,8 @@ __device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], const uint
 #undef TORCH_GEMM_ACC_192
 #undef TORCH_GEMM_ACC_REGS_192
 #undef TORCH_GEMM_ACC_96
+#undef TORCH_GEMM_ACC_160
+#undef TORCH_GEMM_ACC_REGS_160
 #undef TORCH_GEMM_ACC_80
 #undef TORCH_GEMM_ACC_REGS_96
 #undef TORCH_GEMM_ACC_REGS_80
