@@ -45,10 +45,10 @@ def test_plan_label_names_tile_split_pairs_and_fill():
 
 
 def test_report_orders_groups_by_total_loss(tmp_path, capsys):
-    # 1024 tokens against 2560 x 4096 and 2560 x 8192 weights: 128x192 tiles on 132 SMs; 8192
+    # 1024 tokens against 2560 x 2560 and 2560 x 4096 weights: 128x192 tiles on 132 SMs; 8192
     # tokens against 4096 x 4096: 128x256, many rounds. The first group loses more in total (two
     # rows at 0.8) than the second (one at 0.7).
-    rows = [_row(1024, 2560, 4096, "fwd", 0.8), _row(1024, 2560, 8192, "fwd", 0.8),
+    rows = [_row(1024, 2560, 2560, "fwd", 0.8), _row(1024, 2560, 4096, "fwd", 0.8),
             _row(8192, 4096, 4096, "fwd", 0.7), _row(8192, 4096, 4096, "fwd+bwd", 0.1)]
     path = tmp_path / "x-models.json"
     path.write_text(json.dumps({"metadata": {"sm_count": 132, "device": "test"}, "rows": rows}))
