@@ -36,7 +36,7 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     """The plan is one of the kernels the launcher instantiates (launch_layout, run_config)."""
     sixteen_bit = dtype != FP32
     tile, split, cluster = tuple(p["tile"]), p["split_k"], p["cluster"]
-    slim = {(128, 80), (128, 96), (128, 160), (128, 176)}
+    slim = {(128, 80), (128, 96), (128, 160)}
     sixteen_bit_tiles = {(64, 128), (128, 128), (128, 192), (64, 64)} | slim
     assert tile in {(128, 256), (64, 256)} | (sixteen_bit_tiles if sixteen_bit else set()), p
     assert p["consumers"] == tile[0] // 64
@@ -1013,7 +1013,8 @@ def test_one_k_tile_narrow_tiles_by_the_plan(M, N, K, narrow):
 # a weight of 2560-6144 columns; 128x160 ones at 512-2048 rows against 2560 or 5120 columns from 80
 # k-tiles, where 128x192 tiles leave a part-empty tile column), paired along M; not in one tile
 # row, with a short K, row sums, tf32, an MN-major operand, or where the other tiles fill their
-# round (1024 x 3072, 1024 x 6144), or make as few rounds (2048 x 5120: 4 rounds of 128x160).
+# round (1024 x 3072, 1024 x 6144); 128x160 ones only in place of 128x192 ones, not of 128x256
+# tiles with stream-K (2048 x 5120, 2560 x 5120).
 SLIM_WIDTHS = (80, 96, 160)
 
 
@@ -1024,6 +1025,7 @@ SLIM_WIDTHS = (80, 96, 160)
     (128, 11008, 4096, None, 0), (512, 2560, 960, None, 0), (512, 4096, 4096, None, 0),
     (4096, 4096, 4096, None, 0), (1024, 3072, 8192, None, 0), (1024, 6144, 8192, None, 0),
     (1024, 2560, 4096, None, 0), (2048, 5120, 5120, None, 0), (1024, 5632, 8192, None, 0),
+    (2560, 5120, 5120, None, 0), (1280, 10240, 7168, None, 0),
 ])
 def test_slim_tiles_by_the_plan(M, N, K, width, rounds):
     p = plan(M, N, K)

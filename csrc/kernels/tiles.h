@@ -29,7 +29,7 @@ constexpr int64_t kWgmmaMidBlockN = 192;
 constexpr int64_t kWgmmaSlimBlockN80 = 80;
 constexpr int64_t kWgmmaSlimBlockN96 = 96;
 // And 128×160 (the same path: C from registers, both operands K-major): a width that divides
-// 2560- and 5120-column weights into whole rounds where 128×192 tiles leave a part-empty tile
+// 2560- and 5120-column weights into whole tiles where 128×192 tiles leave a part-empty tile
 // column and idle SMs (1024 rows against 2560 or 5120 columns: 112 or 216 tiles of 128×192 on 132
 // SMs, 128 or 256 of 128×160).
 constexpr int64_t kWgmmaSlimBlockN160 = 160;

@@ -48,12 +48,12 @@ constexpr int64_t kSlim96TileCostHundredths = 57;
 constexpr int64_t kSlim80TileCostHundredths = 55;
 // The wide slim 128×160 tile, measured against the 128×192 tiles it replaces (H200, bf16, the
 // forwards of 512-2048 rows against 2560 and 5120 columns, same runs): one or two rounds of 128 or
-// 256 of them ran 1.02-1.11x as fast as one or two of 112-224 of 128×192 from 80 k-tiles, which
+// 256 of them ran 1.02-1.11x as fast as one or two of 108-224 of 128×192 from 80 k-tiles, which
 // puts a tile at 73-76 (the 128×192 tile's 80), and 0.99-1.00x at 40 k-tiles, where a product is
-// more its register stores and start; so from kSlim160MinKTiles only. Where 128×256 or 128×128
-// tiles were chosen (2048 × 5120, 4096 × 2560: 4 rounds of 128×160) they ran 0.93-0.97x. A 128×176
-// width (5632 columns in 256 tiles) was measured too and ran 0.80-0.99x of 128×192 everywhere, and
-// is not built.
+// more its register stores and start; so from kSlim160MinKTiles only, and only in place of 128×192
+// tiles: where 128×256 or 128×128 tiles were chosen (2048 × 5120, 4096 × 2560: 4 rounds of
+// 128×160) they ran 0.93-0.97x. A 128×176 width (5632 columns in 256 tiles) was measured too and
+// ran 0.80-0.99x of 128×192 everywhere, and is not built.
 constexpr int64_t kSlim160TileCostHundredths = 75;
 constexpr int64_t kSlim160MinKTiles = 80;
 // A slim tile's time in hundredths of a 128×256 one's.
@@ -577,8 +577,10 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // fewer rounds than the 128×256 tiles at kMediumTileCostTenths a tile: a few hundred to a few
 // thousand rows against a weight. Where the two-consumer tiles chosen so make at most three
 // rounds, 128×192 tiles take their place if they make fewer rounds at kMidTileCostTenths a tile:
-// about a half to three rounds of 128×256 tiles (e.g. 1024 rows against 2560 columns: 80 tiles of
-// 128×256, 112 of 128×192). Neither narrower tile replaces 128×256 tiles whose last round
+// about a half to three rounds of 128×256 tiles (e.g. 1024 rows against 3072 columns: 96 tiles of
+// 128×256, 128 of 128×192). Slim 128×96 and 128×80 tiles take the place of the two-consumer tile
+// chosen where they make fewer rounds at their costs, and 128×160 ones that of 128×192 tiles, from
+// kSlim160MinKTiles (1024 rows against 2560 columns: 128 of them against 112). Neither narrower tile replaces 128×256 tiles whose last round
 // stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more, but for 128×192 tiles whose
 // whole rounds cost less than the 128×256 tiles' share at kStreamKWideCostTenths. 193 to 256 rows
 // (65 to 128 in 3 equal shares, 449 to 512 in equal shares) with a long K and few tiles take
@@ -743,8 +745,9 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
        shape.tile_rule == TileRule::kMid) &&
       can_take_slim(p)) {
     int64_t best = chosen_cost();
+    const bool mid_chosen = shape.tile_rule == TileRule::kMid;
     for (const int64_t width : {kWgmmaSlimBlockN96, kWgmmaSlimBlockN80, kWgmmaSlimBlockN160}) {
-      if (width == kWgmmaSlimBlockN160 && k_tiles < kSlim160MinKTiles) continue;
+      if (width == kWgmmaSlimBlockN160 && (!mid_chosen || k_tiles < kSlim160MinKTiles)) continue;
       const int64_t cost = slim_tile_cost(width);
       const int64_t tiles = wide_m * ceil_div(p.N, width) * p.batch;
       if (rounds(tiles) * cost < best) {
