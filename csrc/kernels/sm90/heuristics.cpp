@@ -56,15 +56,23 @@ constexpr int64_t kSlim80TileCostHundredths = 55;
 // ran 0.80-0.99x of 128×192 everywhere, and is not built.
 constexpr int64_t kSlim160TileCostHundredths = 75;
 constexpr int64_t kSlim160MinKTiles = 80;
-// A slim tile's time in hundredths of a 128×256 one's.
-int64_t slim_tile_cost(int64_t block_n) {
-  switch (block_n) {
-    case kWgmmaSlimBlockN80: return kSlim80TileCostHundredths;
-    case kWgmmaSlimBlockN96: return kSlim96TileCostHundredths;
-    default: return kSlim160TileCostHundredths;
-  }
-}
 constexpr int64_t kSlimMinKTiles = 16;  // below, a product is mostly its (register) stores
+// The slim widths the plan weighs, in the order it tries them: each one's time in hundredths of a
+// 128×256 tile's, the K it needs, and whether it replaces only 128×192 tiles.
+struct SlimTile {
+  int64_t width, cost_hundredths, min_k_tiles;
+  bool mid_only;
+};
+constexpr SlimTile kSlimTiles[] = {
+    {kWgmmaSlimBlockN96, kSlim96TileCostHundredths, kSlimMinKTiles, false},
+    {kWgmmaSlimBlockN80, kSlim80TileCostHundredths, kSlimMinKTiles, false},
+    {kWgmmaSlimBlockN160, kSlim160TileCostHundredths, kSlim160MinKTiles, true}};
+int64_t slim_tile_cost(int64_t block_n) {
+  for (const SlimTile& t : kSlimTiles) {
+    if (t.width == block_n) return t.cost_hundredths;
+  }
+  return 0;  // not a slim width
+}
 // 128×192 tiles need a K of at least this many k-tiles: measured from 4 (K = 256, faster than
 // 128×256); below, a product is mostly its stores, and nothing was measured.
 constexpr int64_t kMidMinKTiles = 4;
@@ -580,8 +588,8 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // about a half to three rounds of 128×256 tiles (e.g. 1024 rows against 3072 columns: 96 tiles of
 // 128×256, 128 of 128×192). Slim 128×96 and 128×80 tiles take the place of the two-consumer tile
 // chosen where they make fewer rounds at their costs, and 128×160 ones that of 128×192 tiles, from
-// kSlim160MinKTiles (1024 rows against 2560 columns: 128 of them against 112). Neither narrower tile replaces 128×256 tiles whose last round
-// stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more, but for 128×192 tiles whose
+// kSlim160MinKTiles (1024 rows against 2560 columns: 128 of them against 112) (kSlimTiles).
+// Neither narrower tile replaces 128×256 tiles whose last round stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more, but for 128×192 tiles whose
 // whole rounds cost less than the 128×256 tiles' share at kStreamKWideCostTenths. 193 to 256 rows
 // (65 to 128 in 3 equal shares, 449 to 512 in equal shares) with a long K and few tiles take
 // 128×128 tiles with stream-K over every turn (kMediumStreamKMinKTiles); 2 or 4 rows of 128×256
@@ -746,13 +754,12 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
       can_take_slim(p)) {
     int64_t best = chosen_cost();
     const bool mid_chosen = shape.tile_rule == TileRule::kMid;
-    for (const int64_t width : {kWgmmaSlimBlockN96, kWgmmaSlimBlockN80, kWgmmaSlimBlockN160}) {
-      if (width == kWgmmaSlimBlockN160 && (!mid_chosen || k_tiles < kSlim160MinKTiles)) continue;
-      const int64_t cost = slim_tile_cost(width);
-      const int64_t tiles = wide_m * ceil_div(p.N, width) * p.batch;
-      if (rounds(tiles) * cost < best) {
-        best = rounds(tiles) * cost;
-        shape.block_n = static_cast<int>(width);
+    for (const SlimTile& t : kSlimTiles) {
+      if (k_tiles < t.min_k_tiles || (t.mid_only && !mid_chosen)) continue;
+      const int64_t tiles = wide_m * ceil_div(p.N, t.width) * p.batch;
+      if (rounds(tiles) * t.cost_hundredths < best) {
+        best = rounds(tiles) * t.cost_hundredths;
+        shape.block_n = static_cast<int>(t.width);
         shape.tile_rule = TileRule::kSlim;
       }
     }

@@ -39,8 +39,8 @@ struct Overrides {
   // TORCH_GEMM_WGMMA_SHAPE=CxS[xN]: C consumer warpgroups (1: 64-row tiles, 2: 128-row), S slices
   // of K (1; 2 with 2x2; 2, 4 or 8 with 1xSx128, 2 or 4 with 2xSx128, and for tf32 with 1xS) and
   // N columns a tile (256; 128: 1xSx128 and 2xSx128; 192: 2x1x192; 80, 96, 160: 2x1x80, 2x1x96,
-  // 2x1x160; 64: 1x1x64); split K and 128, 192 or 64 columns take 16-bit products without row sums, 1xS tf32
-  // ones without.
+  // 2x1x160; 64: 1x1x64); split K and 128, 192 or 64 columns take 16-bit products without row
+  // sums, 1xS tf32 ones without.
   // consumers 0: unset, the plan chooses. CxSxNxG: G clusters (2, 4 or 8) of the S = 8 slices
   // share each one-consumer tile (split_groups; 1xSx128 16-bit, 1xSx256 tf32).
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
