@@ -74,8 +74,9 @@ def test_backward_uses_same_kernel_and_views(device, kernel):
     with RecordGemmCalls() as rec:
         out.backward(grad)
     assert len(rec.calls) == 2
-    (g1, bt, *kernel1), _ = rec.calls[0]
-    (at, g2, *kernel2), _ = rec.calls[1]
+    # dB first (it reads A, which the forward read last), then dA, as torch's mm backward.
+    (at, g2, *kernel2), _ = rec.calls[0]
+    (g1, bt, *kernel1), _ = rec.calls[1]
     assert kernel1 == kernel2 == ([] if kernel == "auto" else [kernel])  # the default is dropped
     # The transposes reach the kernel as strided views of the saved inputs, not copies.
     assert bt.data_ptr() == b.data_ptr() and bt.stride() == (1, 5)

@@ -215,7 +215,8 @@ class RecordOps(TorchDispatchMode):
 def test_linear_backward_flattens_nothing_itself(device, x_shape, bias):
     """linear_tiled's backward hands grad and x to linear_tiled_weight_grad as they are: no view
     of them (a DTensor sharded along a leading dimension could not take the flattening one), and
-    besides the two ops only the weight's transpose for dx (AccumulateGrad's detaches aside)."""
+    besides the two ops only the weight's transpose for dx (AccumulateGrad's detaches aside); dW
+    first, while x may still be in L2, as torch's linear backward."""
     gen = generator(device, "linear_backward_views", x_shape, bias)
     x = randn(x_shape, torch.float32, device, gen).requires_grad_()
     weight = randn((5, 8), torch.float32, device, gen).requires_grad_()
@@ -225,7 +226,7 @@ def test_linear_backward_flattens_nothing_itself(device, x_shape, bias):
     with RecordOps() as calls:
         out.backward(grad)
     assert [n for n in calls.names if n != "aten.detach.default"] == [
-        "aten.transpose.int", "gemm.linear_tiled.default", "gemm.linear_tiled_weight_grad.default"]
+        "gemm.linear_tiled_weight_grad.default", "aten.transpose.int", "gemm.linear_tiled.default"]
 
 
 @pytest.mark.parametrize("device", device_params())

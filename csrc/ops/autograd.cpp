@@ -90,8 +90,10 @@ struct ProductFunction : torch::autograd::Function<ProductFunction<kOp>> {
     const std::string kernel = saved_kernel(ctx);
     const at::Tensor& grad = grads[0];
     at::Tensor grad_a, grad_b;
-    if (ctx->needs_input_grad(0)) grad_a = kOp().call(grad, saved[1].mT(), kernel);
+    // dB first, as torch's mm backward: it reads A, which the forward read last and which may
+    // still be in L2; dA writes an A-sized result that would evict it.
     if (ctx->needs_input_grad(1)) grad_b = kOp().call(saved[0].mT(), grad, kernel);
+    if (ctx->needs_input_grad(0)) grad_a = kOp().call(grad, saved[1].mT(), kernel);
     return {grad_a, grad_b, at::Tensor()};
   }
 };
@@ -115,15 +117,16 @@ struct RowSumFunction : torch::autograd::Function<RowSumFunction> {
     const at::Tensor& grad_product = grads[0];
     const at::Tensor& grad_row_sum = grads[1];
     at::Tensor grad_a, grad_b;
+    // dB first, while A may still be in L2 (ProductFunction).
+    if (ctx->needs_input_grad(1) && grad_product.defined()) {
+      grad_b = mm_op().call(saved[0].mT(), grad_product, kernel);
+    }
     if (ctx->needs_input_grad(0)) {
       if (grad_product.defined()) grad_a = mm_op().call(grad_product, saved[1].mT(), kernel);
       if (grad_row_sum.defined()) {
         const at::Tensor spread = grad_row_sum.unsqueeze(1).expand({-1, saved[1].size(0)});
         grad_a = grad_a.defined() ? grad_a + spread : spread;
       }
-    }
-    if (ctx->needs_input_grad(1) && grad_product.defined()) {
-      grad_b = mm_op().call(saved[0].mT(), grad_product, kernel);
     }
     return {grad_a, grad_b, at::Tensor()};
   }
@@ -157,7 +160,8 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     const bool need_x = ctx->needs_input_grad(0), need_weight = ctx->needs_input_grad(1);
     const bool need_bias = ctx->saved_data.count(kHasBiasKey) > 0 && ctx->needs_input_grad(2);
     at::Tensor grad_x, grad_weight, grad_bias;
-    if (need_x) grad_x = linear_op().call(grad, saved[1].mT(), std::nullopt, kernel);
+    // dW first, as torch's linear backward: it reads x, which the forward read last and which
+    // may still be in L2; dx writes an x-sized result that would evict it.
     if (need_weight) {
       // Without need_bias the second result is the op's empty placeholder, not a gradient.
       auto [weight_grad, bias_grad] = weight_grad_op().call(grad, saved[0], need_bias, kernel);
@@ -166,6 +170,7 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     } else if (need_bias) {
       grad_bias = sum_leading_dims(grad);
     }
+    if (need_x) grad_x = linear_op().call(grad, saved[1].mT(), std::nullopt, kernel);
     return {grad_x, grad_weight, grad_bias, at::Tensor()};
   }
 };
