@@ -66,17 +66,20 @@ def test_backward_matches_torch_float32(device, kernel):
 
 
 @pytest.mark.parametrize("device, kernel", _kernel_params())
-def test_backward_uses_same_kernel_and_views(device, kernel):
-    a = torch.randn(6, 4, device=device, requires_grad=True)
+@pytest.mark.parametrize("m", [6, 3], ids=["a_larger", "b_larger"])
+def test_backward_uses_same_kernel_and_views(device, kernel, m):
+    a = torch.randn(m, 4, device=device, requires_grad=True)
     b = torch.randn(4, 5, device=device, requires_grad=True)
     out = torch_gemm.mm_tiled(a, b, kernel=kernel)
     grad = torch.randn_like(out)
     with RecordGemmCalls() as rec:
         out.backward(grad)
     assert len(rec.calls) == 2
-    # dB first (it reads A, which the forward read last), then dA, as torch's mm backward.
-    (at, g2, *kernel2), _ = rec.calls[0]
-    (g1, bt, *kernel1), _ = rec.calls[1]
+    # The product reading the larger operand first: dB (reads A) where A has as many elements
+    # as B or more, else dA (reads B).
+    db_call, da_call = (0, 1) if a.numel() >= b.numel() else (1, 0)
+    (g1, bt, *kernel1), _ = rec.calls[da_call]
+    (at, g2, *kernel2), _ = rec.calls[db_call]
     assert kernel1 == kernel2 == ([] if kernel == "auto" else [kernel])  # the default is dropped
     # The transposes reach the kernel as strided views of the saved inputs, not copies.
     assert bt.data_ptr() == b.data_ptr() and bt.stride() == (1, 5)

@@ -74,6 +74,21 @@ void save_operands(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& 
   ctx->save_for_backward({b.requires_grad() ? a : at::Tensor(), a.requires_grad() ? b : at::Tensor()});
 }
 
+// Which of a backward's two products goes first: the one that reads the larger of the forward's
+// operands (dB reads A, dA reads B). That operand is the one worth finding in L2 after the
+// forward (the smaller is cheap either way), and the other product writes a result of its size,
+// which would evict it. Measured on the models grid (benchmarks/NOTES.md, session 50). Global
+// sizes, so that every rank of a DTensor program takes the same order; under symbolic sizes
+// (torch.compile's tracing) a fixed order, which puts no guard on the graph and leaves the
+// scheduling to the compiler.
+bool grad_b_first(const at::Tensor& a, const at::Tensor& b) {
+  if (a.unsafeGetTensorImpl()->has_symbolic_sizes_strides() ||
+      b.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+    return true;
+  }
+  return a.numel() >= b.numel();
+}
+
 // C = A·B for mm_tiled and bmm_tiled (per batch element): dA = dC·Bᵀ and dB = Aᵀ·dC through the
 // op itself, the transposes passed as strided views (no copies).
 template <const c10::TypedOperatorHandle<ProductFn>& (*kOp)()>
@@ -89,11 +104,12 @@ struct ProductFunction : torch::autograd::Function<ProductFunction<kOp>> {
     const auto saved = ctx->get_saved_variables();
     const std::string kernel = saved_kernel(ctx);
     const at::Tensor& grad = grads[0];
+    const bool need_a = ctx->needs_input_grad(0), need_b = ctx->needs_input_grad(1);
     at::Tensor grad_a, grad_b;
-    // dB first, as torch's mm backward: it reads A, which the forward read last and which may
-    // still be in L2; dA writes an A-sized result that would evict it.
-    if (ctx->needs_input_grad(1)) grad_b = kOp().call(saved[0].mT(), grad, kernel);
-    if (ctx->needs_input_grad(0)) grad_a = kOp().call(grad, saved[1].mT(), kernel);
+    const bool b_first = need_a && need_b && grad_b_first(saved[0], saved[1]);
+    if (b_first) grad_b = kOp().call(saved[0].mT(), grad, kernel);
+    if (need_a) grad_a = kOp().call(grad, saved[1].mT(), kernel);
+    if (need_b && !b_first) grad_b = kOp().call(saved[0].mT(), grad, kernel);
     return {grad_a, grad_b, at::Tensor()};
   }
 };
@@ -117,10 +133,9 @@ struct RowSumFunction : torch::autograd::Function<RowSumFunction> {
     const at::Tensor& grad_product = grads[0];
     const at::Tensor& grad_row_sum = grads[1];
     at::Tensor grad_a, grad_b;
-    // dB first, while A may still be in L2 (ProductFunction).
-    if (ctx->needs_input_grad(1) && grad_product.defined()) {
-      grad_b = mm_op().call(saved[0].mT(), grad_product, kernel);
-    }
+    const bool need_b = ctx->needs_input_grad(1) && grad_product.defined();
+    const bool b_first = need_b && ctx->needs_input_grad(0) && grad_b_first(saved[0], saved[1]);
+    if (b_first) grad_b = mm_op().call(saved[0].mT(), grad_product, kernel);
     if (ctx->needs_input_grad(0)) {
       if (grad_product.defined()) grad_a = mm_op().call(grad_product, saved[1].mT(), kernel);
       if (grad_row_sum.defined()) {
@@ -128,6 +143,7 @@ struct RowSumFunction : torch::autograd::Function<RowSumFunction> {
         grad_a = grad_a.defined() ? grad_a + spread : spread;
       }
     }
+    if (need_b && !b_first) grad_b = mm_op().call(saved[0].mT(), grad_product, kernel);
     return {grad_a, grad_b, at::Tensor()};
   }
 };
@@ -160,8 +176,11 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     const bool need_x = ctx->needs_input_grad(0), need_weight = ctx->needs_input_grad(1);
     const bool need_bias = ctx->saved_data.count(kHasBiasKey) > 0 && ctx->needs_input_grad(2);
     at::Tensor grad_x, grad_weight, grad_bias;
-    // dW first, as torch's linear backward: it reads x, which the forward read last and which
-    // may still be in L2; dx writes an x-sized result that would evict it.
+    // dW reads x, dx reads W: the one reading the larger goes first (grad_b_first, with x as A).
+    const bool weight_first = need_x && need_weight && grad_b_first(saved[0], saved[1]);
+    if (need_x && !weight_first) {
+      grad_x = linear_op().call(grad, saved[1].mT(), std::nullopt, kernel);
+    }
     if (need_weight) {
       // Without need_bias the second result is the op's empty placeholder, not a gradient.
       auto [weight_grad, bias_grad] = weight_grad_op().call(grad, saved[0], need_bias, kernel);
@@ -170,7 +189,7 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     } else if (need_bias) {
       grad_bias = sum_leading_dims(grad);
     }
-    if (need_x) grad_x = linear_op().call(grad, saved[1].mT(), std::nullopt, kernel);
+    if (weight_first) grad_x = linear_op().call(grad, saved[1].mT(), std::nullopt, kernel);
     return {grad_x, grad_weight, grad_bias, at::Tensor()};
   }
 };
