@@ -154,6 +154,16 @@ int64_t tiny_pair_blocks(const GemmParams& p, int64_t narrow_m) {
 // 64×128 tiles' pair turns split in 3 or 4 equal shares, those pairs dealt out take their place
 // instead (kSmallDealtOverMediumSplitMinShares).
 constexpr int64_t kMediumSplitMinKTiles = 192;
+// Products whose 64×128 tiles run whole in one wave of pairs, in at least kMediumSplitTallMinRows
+// rows of 128-row tiles (few tile columns against many rows), take 128×128 tiles split in 2
+// instead (two consumer warpgroups a block, a cluster of 2 a tile) where those are more than half
+// a wave of clusters of 2 and within one, each slice at least kMediumSplitTallMinSliceKTiles
+// k-tiles: the two-consumer loop outruns the one-consumer 64×128 loop over the whole K. 2048 rows
+// against 512 columns and 4096 against 256 (64 tiles of 128×128), K = 4096–8192, ran 1.016–1.098×
+// faster; K = 2048–3072 0.95–1.00×; 1024 rows against 1024 columns (8 tile rows) 0.92–0.995× at
+// every K (forced `2x2x128` against auto, bf16 forwards, H200, session 50).
+constexpr int64_t kMediumSplitTallMinRows = 16;
+constexpr int64_t kMediumSplitTallMinSliceKTiles = 32;
 // 193 to 256 rows (four rows of 64-row tiles, two of 128-row ones) with at least this many
 // k-tiles, and 32 to 5/8 of a wave of 128×128 tiles, take 128×128 tiles with every turn dealt out
 // as k-tiles (stream-K over the whole product): the whole tiles otherwise chosen (split or paired
@@ -704,6 +714,12 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
         medium <= resident_split_clusters(sms, kMediumSlices)) {
       shape.consumers = 2, shape.split_k = kMediumSlices;
       shape.tile_rule = TileRule::kMediumSplit;
+    } else if (split == 1 && o.consumers == 0 && wide_m >= kMediumSplitTallMinRows &&
+               k_tiles >= 2 * kMediumSplitTallMinSliceKTiles &&
+               medium * 2 > resident_split_clusters(sms, 2) &&
+               medium <= resident_split_clusters(sms, 2)) {
+      shape.consumers = 2, shape.split_k = 2;
+      shape.tile_rule = TileRule::kMediumSplitTall;
     } else if (split <= 2 && o.clusters && narrow_m >= 2 && narrow_m <= kTinyMaxNarrowRows &&
                k_tiles <= kTinyMaxKTiles && shape.tiny_tiles * 2 > sms &&
                tiny_pair_blocks(p, narrow_m) <= sms) {
@@ -913,6 +929,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
       ((narrow_m == 1 || o.consumers == 1) && shape.consumers == 1 &&
        shape.block_n == kWgmmaSmallBlockN) ||
       (shape.consumers == 2 && shape.tile_rule != TileRule::kMediumSplit &&
+       shape.tile_rule != TileRule::kMediumSplitTall &&
        (shape.block_n == kWgmmaBlockN || shape.block_n == kWgmmaSmallBlockN));
   const bool tf32_every_turn_tiles =
       tf32_splittable && shape.block_n == kWgmmaBlockN &&
@@ -1403,6 +1420,16 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                str(sms) + " SMs); the 64x128 tiles paired and dealt out would not split their pair "
                "turns in " + str(kSmallDealtOverMediumSplitMinShares) + " or 4 equal shares long "
                "enough (see kSmallDealt)";
+      break;
+    case TileRule::kMediumSplitTall:
+      r.tile = "128x128 split in 2 along K, two consumer warpgroups: " + no_wide + "; the " +
+               str(s.small_tiles) + " tiles of 64x128 would run whole in one wave, where " +
+               str(s.medium_tiles) + " tiles of 128x128 in " + str(ceil_div(p.M, kWgmmaBlockM)) +
+               " tile rows (at least " + str(kMediumSplitTallMinRows) + "), more than half " +
+               "of the " + str(resident_split_clusters(sms, 2)) + " clusters of 2 counted on " +
+               "as resident and within them, run the two-consumer loop over 2 slices of K's " +
+               str(plan.k_tiles) + " k-tiles (at least " + str(kMediumSplitTallMinSliceKTiles) +
+               " each)";
       break;
     case TileRule::kMedium:
       r.tile = "128x128, two consumer warpgroups: the " + str(s.small_tiles) +
