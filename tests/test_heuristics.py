@@ -1058,6 +1058,9 @@ def test_slim_tiles_by_the_plan(M, N, K, width, rounds):
         return
     assert tuple(p["tile"]) == (128, width) and p["cluster"] == 2 and p["store"] == "registers"
     assert f"slim tiles make {rounds} round" in p["why"]["tile"], p["why"]["tile"]
+    # The tile they beat is the one the plan had chosen: here 128x128 for 80 and 96, 128x192 for 160.
+    replaced = 192 if width == 160 else 128
+    assert f"tiles of 128x{replaced} the plan would take otherwise" in p["why"]["tile"], p["why"]["tile"]
     assert_supported(p, BF16)
     for kwargs in [dict(dtype=FP32), dict(row_sum=True), dict(a_k_major=False), dict(b_k_major=False)]:
         assert plan(M, N, K, **kwargs)["tile"][1] not in SLIM_WIDTHS, kwargs

@@ -770,6 +770,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
       can_take_slim(p)) {
     int64_t best = chosen_cost();
     const bool mid_chosen = shape.tile_rule == TileRule::kMid;
+    const int replaced_block_n = shape.block_n;
     for (const SlimTile& t : kSlimTiles) {
       if (k_tiles < t.min_k_tiles || (t.mid_only && !mid_chosen)) continue;
       const int64_t tiles = wide_m * ceil_div(p.N, t.width) * p.batch;
@@ -777,6 +778,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
         best = rounds(tiles) * t.cost_hundredths;
         shape.block_n = static_cast<int>(t.width);
         shape.tile_rule = TileRule::kSlim;
+        shape.slim_replaced_block_n = replaced_block_n;
       }
     }
   }
@@ -1510,14 +1512,21 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     }
     case TileRule::kSlim: {
       const int64_t tiles = ceil_div(p.M, kWgmmaBlockM) * ceil_div(p.N, s.block_n) * p.batch;
+      // The tile the plan had chosen before the slim ones, which they beat.
+      const int replaced = s.slim_replaced_block_n;
+      const int64_t replaced_tiles = replaced == kWgmmaSmallBlockN ? s.medium_tiles
+                                     : replaced == kWgmmaMidBlockN ? s.mid_tiles
+                                                                   : s.wide_tiles;
+      const std::string replaced_cost =
+          replaced == kWgmmaSmallBlockN ? " at " + str(kMediumTileCostTenths * 10) + "/100"
+          : replaced == kWgmmaMidBlockN ? " at " + str(kMidTileCostTenths * 10) + "/100"
+                                        : "";
       r.tile = "128x" + str(s.block_n) + ", two consumer warpgroups: the " + str(tiles) +
                " slim tiles make " + rounds_of(tiles) + " of the " + str(sms) + " SMs at about " +
                str(slim_tile_cost(s.block_n)) +
-               "/100 of a 128x256 tile's time each: less time than the " + wide + " (" +
-               rounds_of(s.wide_tiles) + "), the " + str(s.medium_tiles) + " of 128x128 (" +
-               rounds_of(s.medium_tiles) + " at " + str(kMediumTileCostTenths) + "/10) or the " +
-               str(s.mid_tiles) + " of 128x192 (" + rounds_of(s.mid_tiles) + " at " +
-               str(kMidTileCostTenths) + "/10) take";
+               "/100 of a 128x256 tile's time each: less time than the " + str(replaced_tiles) +
+               " tiles of 128x" + str(replaced) + " the plan would take otherwise (" +
+               rounds_of(replaced_tiles) + replaced_cost + ")";
       break;
     }
     case TileRule::kMid: {

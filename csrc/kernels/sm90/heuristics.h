@@ -114,6 +114,9 @@ struct Shape {
   // a K: their whole rounds cost less than the 128×256 tiles' share with stream-K's costs
   // (heuristics.cpp's kStreamKWideCostTenths).
   bool mid_beats_stream_k = false;
+  // Slim tiles (TileRule::kSlim): the width of the two-consumer tile they replaced (256, 128 or
+  // 192), which explain names as the one they beat.
+  int slim_replaced_block_n = 0;
   // Every turn dealt out to the blocks as k-tiles (stream-K over the whole product): 128×256 or
   // 128×128 tiles, or one row of 64×128 one-consumer tiles (M <= 64; in tf32, 64×256) or forced
   // ones (1xSx128, paired where the plan pairs them), under TORCH_GEMM_WGMMA_STREAM_K=3; and by
