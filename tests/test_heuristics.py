@@ -925,27 +925,34 @@ def test_medium_split_by_the_plan(M, N, K, tile, split):
     assert plan(M, N, K, dtype=FP32)["tile"][1] != 128
 
 
-@pytest.mark.parametrize("M, N, K, taken", [
-    (2048, 512, 4096, True), (2048, 512, 8192, True), (4096, 256, 4096, True), (4096, 256, 8192, True),
-    (2000, 500, 4100, True),    # edge tiles: 16 rows of 128-row tiles, 64 tiles of 128x128
-    (2048, 512, 3072, False),   # 24 k-tiles a slice
-    (1024, 1024, 8192, False),  # 8 tile rows
-    (2048, 256, 8192, False),   # 32 tiles of 128x128: half a wave of pairs
-    (2048, 1024, 8192, False),  # 128 tiles of 128x128: more than a wave of pairs
+@pytest.mark.parametrize("batch, M, N, K, taken", [
+    (1, 2048, 512, 4096, True), (1, 2048, 512, 8192, True), (1, 4096, 256, 4096, True),
+    (1, 4096, 256, 8192, True),
+    (1, 2000, 500, 4100, True),    # edge tiles: 16 rows of 128-row tiles, 64 tiles of 128x128
+    (1, 2048, 384, 8192, True),    # 48 tiles of 128x128, as many blocks as the 64x128 pairs' 96
+    (2, 2048, 256, 4096, True),    # batched: 64 tiles of 128x128 over the batch
+    (1, 2048, 512, 3072, False),   # 24 k-tiles a slice
+    (1, 1024, 1024, 8192, False),  # 8 tile rows
+    (1, 2100, 512, 8192, False),   # 68 tiles of 128x128: more than the 66 clusters of 2
+    (1, 2048, 256, 8192, False),   # the 64x128 tiles split in 2 (64 of them), not whole
+    (1, 2048, 1024, 8192, False),  # 256 tiles of 64x128: more than a wave
+    (1, 2048, 512, 10240, False),  # 128x256 pairs dealt out (kWideDealt) from 160 k-tiles
 ])
-def test_medium_split_tall_by_the_plan(M, N, K, taken):
-    """64 or so 128x128 tiles in many tile rows against few columns, with a long K: split in 2
-    with two consumers each, in place of the paired 64x128 tiles over the whole K."""
-    p = plan(M, N, K)
+def test_medium_split_tall_by_the_plan(batch, M, N, K, taken):
+    """Up to a wave of 128x128 tiles in many tile rows against few columns, with a long K and both
+    operands K-major: split in 2 with two consumers each, in place of the paired 64x128 tiles over
+    the whole K."""
+    p = plan(M, N, K, batch=batch)
     assert_supported(p, BF16)
     if taken:
         assert (tuple(p["tile"]), p["split_k"], p["consumers"], p["stream_k"]) == ((128, 128), 2, 2, False), p["why"]
         assert p["grid"] == 2 * p["tiles"] and "split in 2 along K" in p["why"]["tile"], p["why"]
-        forced = plan(M, N, K, shape="2x2x128")  # the option measured: the same plan in every field
+        forced = plan(M, N, K, batch=batch, shape="2x2x128")  # the option measured: the same plan
         assert {k: v for k, v in p.items() if k != "why"} == {k: v for k, v in forced.items() if k != "why"}
-        assert plan(M, N, K, dtype=FP16)["split_k"] == 2
-        assert plan(M, N, K, row_sum=True)["split_k"] == 1  # row sums: no split tiles
-        assert plan(M, N, K, dtype=FP32)["tile"][1] != 128
+        assert plan(M, N, K, batch=batch, dtype=FP16)["split_k"] == 2
+        for kwargs in [dict(row_sum=True), dict(a_k_major=False), dict(b_k_major=False)]:
+            assert plan(M, N, K, batch=batch, **kwargs)["split_k"] == 1, kwargs  # as measured: NT only
+        assert plan(M, N, K, batch=batch, dtype=FP32)["tile"][1] != 128
     else:
         assert not (tuple(p["tile"]) == (128, 128) and p["split_k"] == 2), p["why"]["tile"]
 

@@ -275,6 +275,14 @@ WGMMA_ONE_K_TILE_NARROW_SHAPES = [(1, 1024, 5120, 64), (1, 2048, 3072, 1), (1, 1
 # elements (stored from registers); batched (12 tiles a batch element).
 WGMMA_MEDIUM_SPLIT_SHAPES = [(1, 128, 3072, 12288), (1, 100, 3001, 12289), (2, 128, 1536, 12288)]
 
+# wgmma_sm90 splits 128×128 tiles along K in 2 (two consumers, a cluster of 2) where 16 or more
+# rows of them against few columns would run whole as 64×128 pairs in one wave, K gives each
+# slice 32 k-tiles or more, and both operands are K-major (other layouts take the pairs). On a
+# 132-SM H100/H200: 64 tiles (slices of 32 k-tiles); edge tiles in M and N with a K not a multiple
+# of the k-tile (65 k-tiles: slices of 33 and 32) and C rows of 500 elements; batched (32 tiles a
+# batch element).
+WGMMA_MEDIUM_SPLIT_TALL_SHAPES = [(1, 2048, 512, 4096), (1, 2000, 500, 4100), (2, 2048, 256, 4096)]
+
 
 # wgmma_sm90 deals every turn of 128×128 tiles out as k-tiles where 193 to 256 rows (two tile
 # rows; one, 65 to 128 rows, unpaired, where the turns split in 3 equal shares; 449 to 512,
@@ -321,6 +329,8 @@ WGMMA_PATH_PLANS = {
     "small_split_k": (lambda: WGMMA_SMALL_SPLIT_SHAPES, lambda p: tuple(p["tile"]) == (64, 128) and p["split_k"] > 1),
     "medium_split_k": (lambda: WGMMA_MEDIUM_SPLIT_SHAPES,
                        lambda p: tuple(p["tile"]) == (128, 128) and p["split_k"] == 4),
+    "medium_split_tall": (lambda: WGMMA_MEDIUM_SPLIT_TALL_SHAPES,
+                          lambda p: tuple(p["tile"]) == (128, 128) and p["split_k"] == 2),
     "stream_k": (lambda: WGMMA_STREAM_K_SHAPES, lambda p: tuple(p["tile"]) == (128, 256) and p["stream_k"]),
     "odd_rows": (lambda: WGMMA_ODD_ROWS_SHAPES,
                  lambda p: p["consumers"] == 2 and p["cluster"] == 1 and "odd number" in p["why"]["cluster"]),
@@ -369,6 +379,7 @@ WGMMA_SIXTEEN_BIT_PATHS = {
     "slim_tiles": (WGMMA_SLIM_SHAPES, [(1024, 1104, 2100), (700, 1800, 4099)]),
     "small_split_k": (WGMMA_SMALL_SPLIT_SHAPES, [(32, 4096, 8192), (64, 1000, 2053), (20, 1000, 8200)]),
     "medium_split_k": (WGMMA_MEDIUM_SPLIT_SHAPES, [(128, 3072, 12288), (100, 3001, 12289)]),
+    "medium_split_tall": (WGMMA_MEDIUM_SPLIT_TALL_SHAPES, [(2048, 512, 4096), (2000, 500, 4100)]),
     "stream_k": (WGMMA_STREAM_K_SHAPES, [(3072, 4352, 4096), (3300, 4001, 2600)]),
     "odd_rows": (WGMMA_ODD_ROWS_SHAPES, [(384, 4096, 4096), (330, 4001, 3000)]),
     "medium_stream_k": (WGMMA_MEDIUM_STREAM_K_SHAPES,

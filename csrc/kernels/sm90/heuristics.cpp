@@ -155,13 +155,15 @@ int64_t tiny_pair_blocks(const GemmParams& p, int64_t narrow_m) {
 // instead (kSmallDealtOverMediumSplitMinShares).
 constexpr int64_t kMediumSplitMinKTiles = 192;
 // Products whose 64×128 tiles run whole in one wave of pairs, in at least kMediumSplitTallMinRows
-// rows of 128-row tiles (few tile columns against many rows), take 128×128 tiles split in 2
-// instead (two consumer warpgroups a block, a cluster of 2 a tile) where those are more than half
-// a wave of clusters of 2 and within one, each slice at least kMediumSplitTallMinSliceKTiles
-// k-tiles: the two-consumer loop outruns the one-consumer 64×128 loop over the whole K. 2048 rows
-// against 512 columns and 4096 against 256 (64 tiles of 128×128), K = 4096–8192, ran 1.016–1.098×
-// faster; K = 2048–3072 0.95–1.00×; 1024 rows against 1024 columns (8 tile rows) 0.92–0.995× at
-// every K (forced `2x2x128` against auto, bf16 forwards, H200, session 50).
+// rows of 128-row tiles (few tile columns against many rows), both operands K-major (a linear's
+// forward), take 128×128 tiles split in 2 instead (two consumer warpgroups a block, a cluster of
+// 2 a tile) where those fit one wave of clusters of 2 (as many blocks as the 64×128 tiles, or up
+// to 2 more), each slice at least kMediumSplitTallMinSliceKTiles k-tiles: the two-consumer loop
+// over half of K outruns the one-consumer 64×128 loop over all of it. 2048 rows against 512
+// columns and 4096 against 256 (64 tiles of 128×128), K = 4096–8192, ran 1.016–1.098× faster;
+// K = 2048–3072 0.95–1.00×; 1024 rows against 1024 columns (8 tile rows) 0.92–0.995× at every K
+// (forced `2x2x128` against auto, bf16 NT, H200, session 50). Where few 128×256 pairs meet a
+// longer K, kWideDealt takes them instead (from kWideDealtMinKTiles).
 constexpr int64_t kMediumSplitTallMinRows = 16;
 constexpr int64_t kMediumSplitTallMinSliceKTiles = 32;
 // 193 to 256 rows (four rows of 64-row tiles, two of 128-row ones) with at least this many
@@ -401,13 +403,15 @@ bool tf32_can_split(const GemmParams& p) {
 
 WgmmaPlan plan_wgmma(const GemmParams& p);
 
-// Slim tiles: 16-bit products without row sums whose operands plan_wgmma reads both K-major
-// (repacked or not): a linear's input and weight in its forward.
-bool can_take_slim(const GemmParams& p) {
-  if (!can_split(p)) return false;
+// Whether plan_wgmma reads both operands K-major (repacked or not): a linear's input and weight
+// in its forward.
+bool reads_both_k_major(const GemmParams& p) {
   const WgmmaPlan plan = plan_wgmma(p);
   return plan.a.k_major && plan.b.k_major;
 }
+
+// Slim tiles: 16-bit products without row sums read both K-major.
+bool can_take_slim(const GemmParams& p) { return can_split(p) && reads_both_k_major(p); }
 
 // The overrides as they apply to p: 1xS (64×256 tiles in S slices of K) is tf32's alone, slim
 // tiles (2x1x80, 2x1x96, 2x1x160) are can_take_slim's and 64×64 ones (1x1x64) 16-bit products'
@@ -716,8 +720,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
       shape.tile_rule = TileRule::kMediumSplit;
     } else if (split == 1 && o.consumers == 0 && wide_m >= kMediumSplitTallMinRows &&
                k_tiles >= 2 * kMediumSplitTallMinSliceKTiles &&
-               medium * 2 > resident_split_clusters(sms, 2) &&
-               medium <= resident_split_clusters(sms, 2)) {
+               medium <= resident_split_clusters(sms, 2) && reads_both_k_major(p)) {
       shape.consumers = 2, shape.split_k = 2;
       shape.tile_rule = TileRule::kMediumSplitTall;
     } else if (split <= 2 && o.clusters && narrow_m >= 2 && narrow_m <= kTinyMaxNarrowRows &&
@@ -919,10 +922,10 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   // (cuBLAS's few-hundred-row kernels read about 8: benchmarks/NOTES.md, session 43); on
   // 128×256 tiles (e.g. forced by TORCH_GEMM_WGMMA_SHAPE=2x1), for products of few tiles and a
   // long K, which then move a third of the operand bytes that split 64×128 tiles move; and on
-  // 128×128 tiles (the plan's, or forced by 2x1x128), whose one partial round of a few hundred
-  // rows against a weight leaves a third of the SMs idle (deals_every_turn). Without it, the plan
-  // itself deals out every turn of one, two or four rows of 128×128 tiles with a long K
-  // (medium_stream_k, kMediumStreamKMinKTiles), and of few 128×256 pairs with a long K
+  // 128×128 tiles (the plan's unsplit ones, or forced by 2x1x128), whose one partial round of a
+  // few hundred rows against a weight leaves a third of the SMs idle (deals_every_turn). Without
+  // it, the plan itself deals out every turn of one, two or four rows of 128×128 tiles with a
+  // long K (medium_stream_k, kMediumStreamKMinKTiles), and of few 128×256 pairs with a long K
   // (kWideDealtMinKTiles).
   // In tf32 (not 3xTF32's promoted tiles), one row of 64×256 one-consumer tiles, as a few rows
   // against a weight take them (fixup-bound at 1 to 64 rows: 0.73–0.91 of torch, H100, session
@@ -1205,8 +1208,8 @@ std::string stream_k_reason(StreamKRule rule, const Plan& plan, const Grid& grid
       "128 in 3 equal shares, 449 to 512 in equal shares) with a long K filling at most 5/8 of "
       "the SMs, and paired 64x128 tiles of 65 to 512 rows in equal shares of a long enough K (3 "
       "or 4 where 128x128 tiles would split in 4; and, under TORCH_GEMM_WGMMA_STREAM_K=3, "
-      "any 128x128 tiles and one row of 64x128 tiles or forced ones, or tf32's 64x256, where "
-      "their k-tiles outnumber the resident clusters)",
+      "128x128 tiles the plan does not split and one row of 64x128 tiles or forced ones, or "
+      "tf32's 64x256, where their k-tiles outnumber the resident clusters)",
       "off: the tiles fit in one round of resident clusters",
       nullptr,
       nullptr,
@@ -1427,11 +1430,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       r.tile = "128x128 split in 2 along K, two consumer warpgroups: " + no_wide + "; the " +
                str(s.small_tiles) + " tiles of 64x128 would run whole in one wave, where " +
                str(s.medium_tiles) + " tiles of 128x128 in " + str(ceil_div(p.M, kWgmmaBlockM)) +
-               " tile rows (at least " + str(kMediumSplitTallMinRows) + "), more than half " +
-               "of the " + str(resident_split_clusters(sms, 2)) + " clusters of 2 counted on " +
-               "as resident and within them, run the two-consumer loop over 2 slices of K's " +
-               str(plan.k_tiles) + " k-tiles (at least " + str(kMediumSplitTallMinSliceKTiles) +
-               " each)";
+               " tile rows (at least " + str(kMediumSplitTallMinRows) + "), within the " +
+               str(resident_split_clusters(sms, 2)) + " clusters of 2 counted on as resident, " +
+               "run the two-consumer loop over 2 slices of K's " + str(plan.k_tiles) +
+               " k-tiles (at least " + str(kMediumSplitTallMinSliceKTiles) + " each), both " +
+               "operands K-major";
       break;
     case TileRule::kMedium:
       r.tile = "128x128, two consumer warpgroups: the " + str(s.small_tiles) +
@@ -1610,9 +1613,10 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                           str(2 * kSmallSplitMinKTiles) + ", too short to split in two";
   } else {
     r.split_k = "none: only 64x128 tiles are split where the plan chooses (their products leave "
-                "the SMs idle without it), and two rows of them with a long K as 128x128 tiles in 4 "
-                "slices; 128x256 tiles in two slices with TORCH_GEMM_WGMMA_SHAPE=2x2, 128x128 in 2 "
-                "or 4 with 2x2x128 or 2x4x128";
+                "the SMs idle without it), two rows of them with a long K as 128x128 tiles in 4 "
+                "slices, and 16 or more rows of them that run whole in one wave, with a long K, as "
+                "128x128 tiles in 2; 128x256 tiles in two slices with TORCH_GEMM_WGMMA_SHAPE=2x2, "
+                "128x128 in 2 or 4 with 2x2x128 or 2x4x128";
   }
 
   switch (s.cluster_rule) {
