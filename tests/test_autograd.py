@@ -86,6 +86,70 @@ def test_backward_uses_same_kernel_and_views(device, kernel, m):
     assert at.data_ptr() == a.data_ptr() and at.stride() == (1, 4)
 
 
+class RecordFirstArgs(TorchDispatchMode):
+    """The first operand of every call of one gemm op, in call order."""
+
+    def __init__(self, op):
+        super().__init__()
+        self.op, self.first = op, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is self.op:
+            self.first.append(args[0])
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("device", device_params())
+@pytest.mark.parametrize("m", [6, 3], ids=["a_larger", "b_larger"])
+@pytest.mark.parametrize("op", ["bmm_tiled", "mm_tiled_row_sum"])
+def test_backward_order_by_operand_size(device, m, op):
+    """bmm_tiled and mm_tiled_row_sum order their backward's products as mm_tiled does: dB
+    (whose first operand is Aᵀ) first where A has as many elements as B or more."""
+    gen = generator(device, "backward_order", m, op)
+    batch = (2,) if op == "bmm_tiled" else ()
+    a = torch.randn(*batch, m, 4, device=device, generator=gen).requires_grad_()
+    b = torch.randn(*batch, 4, 5, device=device, generator=gen).requires_grad_()
+    if op == "bmm_tiled":
+        out, recorded = torch_gemm.bmm_tiled(a, b), torch.ops.gemm.bmm_tiled.default
+        loss = out.square().sum()
+    else:
+        out, row_sum = torch_gemm.mm_tiled_row_sum(a, b)
+        recorded = torch.ops.gemm.mm_tiled.default
+        loss = out.square().sum() + row_sum.square().sum()
+    with RecordFirstArgs(recorded) as rec:
+        loss.backward()
+    assert len(rec.first) == 2
+    db_first = a.numel() >= b.numel()
+    assert (rec.first[0].data_ptr() == a.data_ptr()) == db_first  # dB's first operand is Aᵀ
+    assert (rec.first[1].data_ptr() == a.data_ptr()) != db_first
+    a_ref, b_ref = a.detach().double().requires_grad_(), b.detach().double().requires_grad_()
+    ref = (a_ref @ b_ref).square().sum() + (0 if op == "bmm_tiled" else a_ref.sum(-1).square().sum())
+    ref.backward()
+    torch.testing.assert_close(a.grad.double(), a_ref.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(b.grad.double(), b_ref.grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", device_params())
+def test_backward_under_dynamic_shapes(device):
+    """Traced with symbolic sizes (torch.compile, dynamic=True), the backward takes its fixed
+    order (no guard on the sizes) and its gradients match, for operands of either size order."""
+    torch._dynamo.reset()
+
+    @torch.compile(backend="aot_eager", dynamic=True, fullgraph=True)
+    def loss_of(x, w):
+        return torch_gemm.linear_tiled(x, w).square().sum() + torch_gemm.mm_tiled(x, w.t()).sum()
+
+    for rows in (3, 7, 40):  # x smaller than w, then larger
+        gen = generator(device, "backward_dynamic", rows)
+        x = torch.randn(rows, 6, device=device, generator=gen).requires_grad_()
+        w = torch.randn(5, 6, device=device, generator=gen).requires_grad_()
+        loss_of(x, w).backward()
+        x_ref, w_ref = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+        ((x_ref @ w_ref.t()).square().sum() + (x_ref @ w_ref.t()).sum()).backward()
+        torch.testing.assert_close(x.grad.double(), x_ref.grad, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(w.grad.double(), w_ref.grad, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("device", device_params())
 @pytest.mark.parametrize("which", ["a", "b"])
 def test_only_needed_gradients(device, which):
