@@ -157,8 +157,8 @@ constexpr int64_t kMediumSplitMinKTiles = 192;
 // Products whose 64×128 tiles run whole in one wave of pairs, in at least kMediumSplitTallMinRows
 // rows of 128-row tiles (few tile columns against many rows), both operands K-major (a linear's
 // forward), take 128×128 tiles split in 2 instead (two consumer warpgroups a block, a cluster of
-// 2 a tile) where those fit one wave of clusters of 2 (as many blocks as the 64×128 tiles, or up
-// to 2 more), each slice at least kMediumSplitTallMinSliceKTiles k-tiles: the two-consumer loop
+// 2 a tile) where those fit one wave of clusters of 2 (about as many blocks as the 64×128 tiles),
+// each slice at least kMediumSplitTallMinSliceKTiles k-tiles: the two-consumer loop
 // over half of K outruns the one-consumer 64×128 loop over all of it. 2048 rows against 512
 // columns and 4096 against 256 (64 tiles of 128×128), K = 4096–8192, ran 1.016–1.098× faster;
 // K = 2048–3072 0.95–1.00×; 1024 rows against 1024 columns (8 tile rows) 0.92–0.995× at every K

@@ -72,9 +72,8 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // Which rule set the tile and the clusters (for explain's reasons).
 enum class TileRule {
   kWide, kNarrow, kNarrowSplit, kOneRowNarrow, kSmall, kSmallSplit, kMediumSplit, kMediumSplitTall,
-  kSmallStreamK,
-  kMedium, kMediumStreamK, kWideStreamK, kWideDealt, kSmallDealt, kMid, kSlim, kTiny, kTinyOneRow,
-  kOneKTileNarrow, kForced, kPromoted
+  kSmallStreamK, kMedium, kMediumStreamK, kWideStreamK, kWideDealt, kSmallDealt, kMid, kSlim, kTiny,
+  kTinyOneRow, kOneKTileNarrow, kForced, kPromoted
 };
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows };
 
