@@ -89,6 +89,21 @@ bool grad_b_first(const at::Tensor& a, const at::Tensor& b) {
   return a.numel() >= b.numel();
 }
 
+// Runs a backward's product for A's gradient and the one for B's (each doing nothing where its
+// gradient is not needed) in grad_b_first's order; `both` says both are needed, and so both
+// operands saved.
+template <typename ProductA, typename ProductB>
+void run_products(bool both, const at::Tensor& a, const at::Tensor& b, ProductA&& product_a,
+                  ProductB&& product_b) {
+  if (both && grad_b_first(a, b)) {
+    product_b();
+    product_a();
+  } else {
+    product_a();
+    product_b();
+  }
+}
+
 // C = A·B for mm_tiled and bmm_tiled (per batch element): dA = dC·Bᵀ and dB = Aᵀ·dC through the
 // op itself, the transposes passed as strided views (no copies).
 template <const c10::TypedOperatorHandle<ProductFn>& (*kOp)()>
@@ -106,10 +121,10 @@ struct ProductFunction : torch::autograd::Function<ProductFunction<kOp>> {
     const at::Tensor& grad = grads[0];
     const bool need_a = ctx->needs_input_grad(0), need_b = ctx->needs_input_grad(1);
     at::Tensor grad_a, grad_b;
-    const bool b_first = need_a && need_b && grad_b_first(saved[0], saved[1]);
-    if (b_first) grad_b = kOp().call(saved[0].mT(), grad, kernel);
-    if (need_a) grad_a = kOp().call(grad, saved[1].mT(), kernel);
-    if (need_b && !b_first) grad_b = kOp().call(saved[0].mT(), grad, kernel);
+    run_products(
+        need_a && need_b, saved[0], saved[1],
+        [&] { if (need_a) grad_a = kOp().call(grad, saved[1].mT(), kernel); },
+        [&] { if (need_b) grad_b = kOp().call(saved[0].mT(), grad, kernel); });
     return {grad_a, grad_b, at::Tensor()};
   }
 };
@@ -132,18 +147,20 @@ struct RowSumFunction : torch::autograd::Function<RowSumFunction> {
     const std::string kernel = saved_kernel(ctx);
     const at::Tensor& grad_product = grads[0];
     const at::Tensor& grad_row_sum = grads[1];
-    at::Tensor grad_a, grad_b;
+    const bool need_a = ctx->needs_input_grad(0);
     const bool need_b = ctx->needs_input_grad(1) && grad_product.defined();
-    const bool b_first = need_b && ctx->needs_input_grad(0) && grad_b_first(saved[0], saved[1]);
-    if (b_first) grad_b = mm_op().call(saved[0].mT(), grad_product, kernel);
-    if (ctx->needs_input_grad(0)) {
-      if (grad_product.defined()) grad_a = mm_op().call(grad_product, saved[1].mT(), kernel);
-      if (grad_row_sum.defined()) {
-        const at::Tensor spread = grad_row_sum.unsqueeze(1).expand({-1, saved[1].size(0)});
-        grad_a = grad_a.defined() ? grad_a + spread : spread;
-      }
-    }
-    if (need_b && !b_first) grad_b = mm_op().call(saved[0].mT(), grad_product, kernel);
+    at::Tensor grad_a, grad_b;
+    run_products(
+        need_a && need_b, saved[0], saved[1],
+        [&] {
+          if (!need_a) return;
+          if (grad_product.defined()) grad_a = mm_op().call(grad_product, saved[1].mT(), kernel);
+          if (grad_row_sum.defined()) {
+            const at::Tensor spread = grad_row_sum.unsqueeze(1).expand({-1, saved[1].size(0)});
+            grad_a = grad_a.defined() ? grad_a + spread : spread;
+          }
+        },
+        [&] { if (need_b) grad_b = mm_op().call(saved[0].mT(), grad_product, kernel); });
     return {grad_a, grad_b, at::Tensor()};
   }
 };
@@ -176,20 +193,21 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     const bool need_x = ctx->needs_input_grad(0), need_weight = ctx->needs_input_grad(1);
     const bool need_bias = ctx->saved_data.count(kHasBiasKey) > 0 && ctx->needs_input_grad(2);
     at::Tensor grad_x, grad_weight, grad_bias;
-    // dW reads x, dx reads W: the one reading the larger goes first (grad_b_first, with x as A).
-    const bool weight_first = need_x && need_weight && grad_b_first(saved[0], saved[1]);
-    if (need_x && !weight_first) {
-      grad_x = linear_op().call(grad, saved[1].mT(), std::nullopt, kernel);
-    }
-    if (need_weight) {
-      // Without need_bias the second result is the op's empty placeholder, not a gradient.
-      auto [weight_grad, bias_grad] = weight_grad_op().call(grad, saved[0], need_bias, kernel);
-      grad_weight = std::move(weight_grad);
-      if (need_bias) grad_bias = std::move(bias_grad);
-    } else if (need_bias) {
-      grad_bias = sum_leading_dims(grad);
-    }
-    if (weight_first) grad_x = linear_op().call(grad, saved[1].mT(), std::nullopt, kernel);
+    // dx reads W, dW reads x: x is A of run_products' order, W's transpose B.
+    run_products(
+        need_x && need_weight, saved[0], saved[1],
+        [&] { if (need_x) grad_x = linear_op().call(grad, saved[1].mT(), std::nullopt, kernel); },
+        [&] {
+          if (need_weight) {
+            // Without need_bias the second result is the op's empty placeholder, not a gradient.
+            auto [weight_grad, bias_grad] =
+                weight_grad_op().call(grad, saved[0], need_bias, kernel);
+            grad_weight = std::move(weight_grad);
+            if (need_bias) grad_bias = std::move(bias_grad);
+          } else if (need_bias) {
+            grad_bias = sum_leading_dims(grad);
+          }
+        });
     return {grad_x, grad_weight, grad_bias, at::Tensor()};
   }
 };
