@@ -1287,6 +1287,18 @@ def test_auto_decode_on_sm90_follows_decode_sm80s_split():
     assert kernel(16, 5120, 5120) == "wgmma_sm90"
     assert kernel(16, 2048, 8192) == "wgmma_sm90"
     assert "second kernel" in _C.auto_kernel(8, 512, 8192, dtype=BF16, sm=90, sm_count=132)["reason"]
+    # Up to 4 rows, where that split evens out the rounds of more blocks than one round holds
+    # (320 and 384 blocks of long rows), decode_sm80 keeps it; not at 8 rows, nor for a split
+    # that makes up for few blocks, nor for a batch.
+    for M in (1, 2, 4):
+        assert kernel(M, 5120, 11008) == "decode_sm80"
+        assert kernel(M, 6144, 28672) == "decode_sm80"
+    assert kernel(4, 512, 8192) == "wgmma_sm90"  # 32 blocks: a split for few blocks
+    assert kernel(4, 4096, 28672) == "decode_sm80"  # 256 blocks: one round, unsplit
+    assert kernel(8, 6144, 28672) == "wgmma_sm90"
+    rounds = _C.auto_kernel(1, 6144, 28672, dtype=BF16, sm=90, sm_count=132)
+    assert "even out the rounds" in rounds["reason"]
+    assert _C.auto_kernel(4, 5120, 11008, dtype=BF16, sm=90, sm_count=132, batch=2)["kernel"] == "wgmma_sm90"
     with pytest.raises(ValueError, match="sm_count"):
         _C.auto_kernel(8, 8, 8, dtype=BF16, sm=90, sm_count=0)
 

@@ -101,6 +101,10 @@ DecodePlan plan_decode(const GemmParams& p, int64_t sms) {
   return plan;
 }
 
+bool decode_splits_past_a_round(const GemmParams& p, const DecodePlan& plan, int64_t sms) {
+  return plan.splits > 1 && plan.blocks_x * launch_batch(p) > std::max<int64_t>(sms, 1) * Cfg::kMinBlocksPerSm;
+}
+
 bool decode_n_major_layout(const GemmParams& p) {
   using NCfg = DecodeNMajorConfig;
   if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) return false;

@@ -38,6 +38,10 @@ struct DecodePlan {
 // The plan of p on `sms` multiprocessors.
 DecodePlan plan_decode(const GemmParams& p, int64_t sms);
 
+// Whether `plan` (p's) splits K across blocks whose unsplit columns outnumber one round of slots:
+// a split that evens out the rounds' tail, not one that makes up for too few blocks.
+bool decode_splits_past_a_round(const GemmParams& p, const DecodePlan& plan, int64_t sms);
+
 // The kernel for an N-major weight (B[k, n] with unit stride along n: dx = dy·W of a linear),
 // bf16/fp16 up to 16 tokens: each warp streams 64 columns of B (8 lanes × 16 bytes of a row) down
 // 32 rows a chunk, 4 lanes a row each taking 8 consecutive rows, and packs pairs of rows into

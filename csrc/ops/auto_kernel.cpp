@@ -63,7 +63,8 @@ bool small_enough_for_gemv(const GemvOverDecode (&table)[kBounds], int64_t M, in
 // decode_sm80, whose mma.sync tiles take 8 tokens each at the weight's pace, but small weights
 // with few rows on gemv (one launch, no K split across blocks), and on sm_90 wgmma wherever
 // decode_sm80 would split K across blocks (its sums then need a second kernel, where wgmma's split
-// 64x128 tiles add theirs inside a cluster); on sm_90 against an N-major weight (dx) up to 16
+// 64x128 tiles add theirs inside a cluster), except up to kDecodeSplitRoundsMaxRows rows where the
+// split evens out the rounds of more blocks than one round holds; on sm_90 against an N-major weight (dx) up to 16
 // rows decode_sm80's N-major kernel where K is long enough, the weight large enough and its
 // 64-column blocks at most two an SM
 // (decode_n_major_preferred); fp32/fp64 up to two rows, and
@@ -96,7 +97,11 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
                      std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
   if (sixteen_bit && weight_rows && M <= kDecodeMaxRows && sm >= kMmaMinSm) {
     if (small_enough_for_gemv(kGemvOverDecode, M, N, K)) return {"gemv", AutoRule::kGemv};
-    if (!wgmma || plan_decode(p, p.sm_count).splits == 1) return {"decode_sm80", AutoRule::kDecodeSm80};
+    const DecodePlan decode = plan_decode(p, p.sm_count);
+    if (!wgmma || decode.splits == 1) return {"decode_sm80", AutoRule::kDecodeSm80};
+    if (M <= kDecodeSplitRoundsMaxRows && p.batch <= 1 && decode_splits_past_a_round(p, decode, p.sm_count)) {
+      return {"decode_sm80", AutoRule::kDecodeSplitRounds};
+    }
     return {"wgmma_sm90", AutoRule::kWgmmaDecode};
   }
   if (wgmma && decode_n_major_preferred(p, p.sm_count)) return {"decode_sm80", AutoRule::kDecodeNMajor};
@@ -151,6 +156,10 @@ const char* describe_auto_choice(AutoRule rule) {
       "decode: up to 16 bf16/fp16 rows of A against a B with contiguous columns, from compute "
       "capability 8.0: decode_sm80 streams B once through mma.sync, 16 of its columns by up to 8 "
       "rows a tile (on compute capability 9.0 where its plan does not split K across blocks)",
+      "decode on compute capability 9.0: up to 4 bf16/fp16 rows against one weight whose 16-column "
+      "blocks outnumber one round of decode_sm80's slots (2 an SM) and whose long rows its plan "
+      "splits K for, to even out the rounds: decode_sm80 streams B with that split (the sums added "
+      "in a second kernel), where wgmma_sm90's split 64x128 tiles would leave SMs idle",
       "decode on compute capability 9.0: up to 16 bf16/fp16 rows where decode_sm80 would split K "
       "across blocks and add the sums in a second kernel; wgmma_sm90's 64x128 tiles split K "
       "inside a cluster instead",
