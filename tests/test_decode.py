@@ -139,6 +139,26 @@ def test_batched_and_deterministic(batch, M, N, K):
     assert torch.equal(first, again)
 
 
+# auto on an H100/H200 (132 SMs) keeps decode_sm80's K split for up to 4 rows where it evens out
+# the rounds of more 16-column blocks than one round holds (320 blocks, K = 11008: 4 splits), with
+# a bias through the second kernel; the same bits each run.
+@pytest.mark.parametrize("M", [1, 4])
+def test_auto_takes_the_split_past_a_round(M):
+    _needs_sm80()
+    N, K = 5120, 11008
+    gen = generator("cuda", "decode-rounds", M, N, K)
+    x, w = randn((M, K), torch.bfloat16, "cuda", gen), randn((N, K), torch.bfloat16, "cuda", gen)
+    bias = randn((N,), torch.bfloat16, "cuda", gen)
+    why = torch_gemm.explain(x, w.t())
+    if "even out the rounds" not in why["reason"]:
+        pytest.skip(f"auto takes {why['kernel']} here (this GPU's SMs or build)")
+    assert why["kernel"] == "decode_sm80"
+    with poisoned_outputs():
+        out = torch_gemm.linear_tiled(x, w, bias)
+    assert_close_to_reference(out, x, w.t(), bias)
+    assert torch.equal(out, torch_gemm.linear_tiled(x, w, bias))
+
+
 def test_empty_and_zero_k():
     _needs_sm80()
     x = torch.randn(4, 0, device="cuda", dtype=torch.bfloat16)

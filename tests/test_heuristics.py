@@ -1269,8 +1269,8 @@ def test_auto_decode_on_sm90_follows_decode_sm80s_split():
     # Up to 8 bf16/fp16 rows K splits across blocks only where the blocks of 16 columns are at
     # most a quarter of the SMs against rows of 10 KB or more (512 columns, K = 8192: 32 blocks; 528:
     # 33, a quarter of 132 SMs but not of 128), or past the 264 slots of one round against rows of
-    # more than 16 KB (5120 columns, K = 11008); there auto takes wgmma. 9-16 rows split by the
-    # rounds alone (5120 columns: 320 blocks).
+    # more than 16 KB (5120 columns, K = 11008); there auto takes wgmma, but for up to 4 rows
+    # past one round (below). 9-16 rows split by the rounds alone (5120 columns: 320 blocks).
     def kernel(M, N, K, sm_count=132):
         return _C.auto_kernel(M, N, K, dtype=BF16, sm=90, sm_count=sm_count)["kernel"]
     assert kernel(8, 4096, 4096) == "decode_sm80"
@@ -1287,18 +1287,25 @@ def test_auto_decode_on_sm90_follows_decode_sm80s_split():
     assert kernel(16, 5120, 5120) == "wgmma_sm90"
     assert kernel(16, 2048, 8192) == "wgmma_sm90"
     assert "second kernel" in _C.auto_kernel(8, 512, 8192, dtype=BF16, sm=90, sm_count=132)["reason"]
-    # Up to 4 rows, where that split evens out the rounds of more blocks than one round holds
-    # (320 and 384 blocks of long rows), decode_sm80 keeps it; not at 8 rows, nor for a split
-    # that makes up for few blocks, nor for a batch.
+    # Up to 4 rows, one weight read in aligned vectors, where that split (at most 4) evens out the
+    # rounds of more blocks than one round holds and wgmma's plan would split its tiles too (320
+    # and 384 blocks of long rows: 4 and 2 splits), decode_sm80 keeps it.
+    def rounds(M, N, K, **kw):
+        choice = _C.auto_kernel(M, N, K, dtype=BF16, sm=90, sm_count=kw.pop("sm_count", 132), **kw)
+        return choice["kernel"] == "decode_sm80" and "even out the rounds" in choice["reason"]
     for M in (1, 2, 4):
-        assert kernel(M, 5120, 11008) == "decode_sm80"
-        assert kernel(M, 6144, 28672) == "decode_sm80"
-    assert kernel(4, 512, 8192) == "wgmma_sm90"  # 32 blocks: a split for few blocks
-    assert kernel(4, 4096, 28672) == "decode_sm80"  # 256 blocks: one round, unsplit
-    assert kernel(8, 6144, 28672) == "wgmma_sm90"
-    rounds = _C.auto_kernel(1, 6144, 28672, dtype=BF16, sm=90, sm_count=132)
-    assert "even out the rounds" in rounds["reason"]
-    assert _C.auto_kernel(4, 5120, 11008, dtype=BF16, sm=90, sm_count=132, batch=2)["kernel"] == "wgmma_sm90"
+        assert rounds(M, 5120, 11008) and rounds(M, 6144, 28672)
+    assert _C.sm90_plan(1, 5120, 11008, sm_count=132)["split_k"] > 1
+    assert not rounds(5, 6144, 28672) and kernel(5, 6144, 28672) == "wgmma_sm90"   # 5 rows
+    assert not rounds(4, 512, 8192) and kernel(4, 512, 8192) == "wgmma_sm90"   # a split for few blocks
+    assert not rounds(1, 4608, 36864) and kernel(1, 4608, 36864) == "wgmma_sm90"  # 10 splits
+    assert _C.sm90_plan(1, 10240, 10240, sm_count=132)["split_k"] == 1
+    assert not rounds(1, 10240, 10240) and kernel(1, 10240, 10240) == "wgmma_sm90"  # wgmma unsplit
+    assert kernel(4, 4096, 28672) == "decode_sm80" and not rounds(4, 4096, 28672)  # one round
+    assert not rounds(4, 4096, 28672, sm_count=114)  # 6 splits on 114 SMs
+    assert not rounds(4, 5120, 11008, batch=2)
+    assert not rounds(4, 5120, 11008, a_strides=[11009, 1])  # rows off the 16-byte vectors
+    assert not rounds(4, 5120, 11008, a_address=2)
     with pytest.raises(ValueError, match="sm_count"):
         _C.auto_kernel(8, 8, 8, dtype=BF16, sm=90, sm_count=0)
 

@@ -101,6 +101,16 @@ DecodePlan plan_decode(const GemmParams& p, int64_t sms) {
   return plan;
 }
 
+bool decode_vector_loads(const GemmParams& p) {
+  if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16 && p.dtype != DType::kFloat32) return false;
+  const int64_t vec = Cfg::vec(dtype_size(p.dtype));
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % Cfg::kVectorBytes == 0; };
+  const auto stride_ok = [vec](int64_t stride, int64_t extent) { return extent <= 1 || stride % vec == 0; };
+  return p.K % vec == 0 && (p.a_stride_k == 1 || p.K <= 1) && (p.b_stride_k == 1 || p.K <= 1) && aligned(p.a) &&
+         aligned(p.b) && stride_ok(p.a_stride_m, p.M) && stride_ok(p.b_stride_n, p.N) &&
+         stride_ok(p.a_stride_batch, p.batch) && stride_ok(p.b_stride_batch, p.batch);
+}
+
 bool decode_splits_past_a_round(const GemmParams& p, const DecodePlan& plan, int64_t sms) {
   return plan.splits > 1 && plan.blocks_x * launch_batch(p) > std::max<int64_t>(sms, 1) * Cfg::kMinBlocksPerSm;
 }

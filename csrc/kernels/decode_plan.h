@@ -38,8 +38,12 @@ struct DecodePlan {
 // The plan of p on `sms` multiprocessors.
 DecodePlan plan_decode(const GemmParams& p, int64_t sms);
 
-// Whether `plan` (p's) splits K across blocks whose unsplit columns outnumber one round of slots:
-// a split that evens out the rounds' tail, not one that makes up for too few blocks.
+// Whether decode_sm80 reads p's operands as it is written to (its launcher runs gemv otherwise):
+// bf16/fp16/float32, A and B contiguous along K in whole, aligned 16-byte vectors.
+bool decode_vector_loads(const GemmParams& p);
+
+// Whether `plan` (p's) splits K across blocks whose number (times the batch) passes one round of
+// slots: a split that evens out the rounds' tail, not one that makes up for too few blocks.
 bool decode_splits_past_a_round(const GemmParams& p, const DecodePlan& plan, int64_t sms);
 
 // The kernel for an N-major weight (B[k, n] with unit stride along n: dx = dy·W of a linear),

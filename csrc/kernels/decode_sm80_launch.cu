@@ -19,28 +19,10 @@ namespace {
 
 using Cfg = DecodeSm80Config;
 
-template <typename T>
-bool vector_loads_ok(const GemmParams& p) {
-  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  constexpr int kVec = Cfg::vec(sizeof(T));
-  const auto stride_ok = [](int64_t stride, int64_t extent) { return extent <= 1 || stride % kVec == 0; };
-  return p.K % kVec == 0 && (p.a_stride_k == 1 || p.K <= 1) && (p.b_stride_k == 1 || p.K <= 1) &&
-         aligned(p.a) && aligned(p.b) && stride_ok(p.a_stride_m, p.M) && stride_ok(p.b_stride_n, p.N) &&
-         stride_ok(p.a_stride_batch, p.batch) && stride_ok(p.b_stride_batch, p.batch);
-}
-
 // bf16/fp16, and float32 (which the op runs here only where torch allows TF32: the table's
 // float32_as_tf32).
 bool mma_dtype(const GemmParams& p) {
   return p.dtype == DType::kBFloat16 || p.dtype == DType::kFloat16 || p.dtype == DType::kFloat32;
-}
-
-bool vector_loads(const GemmParams& p) {
-  switch (p.dtype) {
-    case DType::kBFloat16: return vector_loads_ok<__nv_bfloat16>(p);
-    case DType::kFloat16: return vector_loads_ok<__half>(p);
-    default: return vector_loads_ok<float>(p);
-  }
 }
 
 // TORCH_GEMM_DECODE_CLUSTER: the N-major kernel's cluster size, forced (tuning; unset: the plan's).
@@ -132,7 +114,7 @@ LaunchStatus launch_gemm_decode_sm80(const GemmParams& params, cudaStream_t stre
                                             : launch_n_major_tiles<__half>(params, stream);
   }
   // Layouts the 16-byte loads cannot take (and float64) go to gemv, which reads any strides.
-  if (!mma_dtype(params) || params.K == 0 || !vector_loads(params)) return launch_gemm_gemv(params, stream);
+  if (!mma_dtype(params) || params.K == 0 || !decode_vector_loads(params)) return launch_gemm_gemv(params, stream);
   const DecodePlan plan = plan_decode(params, sm_count_of(params));
   if (plan.blocks_x > kMaxGridX) return refuse("N past the grid's reach");
   if (plan.splits > 1 && params.workspace_bytes < gemm_decode_sm80_workspace_bytes(params)) {
@@ -148,7 +130,7 @@ LaunchStatus launch_gemm_decode_sm80(const GemmParams& params, cudaStream_t stre
 int64_t gemm_decode_sm80_workspace_bytes(const GemmParams& params) {
   if (params.M == 0 || params.N == 0 || params.batch == 0 || params.K == 0 || !mma_dtype(params)) return 0;
   if (decode_n_major_layout(params)) return 0;  // its cluster adds the split's sums
-  if (!vector_loads(params)) return 0;  // gemv runs it, without a workspace
+  if (!decode_vector_loads(params)) return 0;  // gemv runs it, without a workspace
   const DecodePlan plan = plan_decode(params, sm_count_of(params));
   if (plan.splits == 1) return 0;
   const int64_t batch = std::min<int64_t>(params.batch, kMaxGridZ);

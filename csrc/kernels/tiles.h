@@ -52,11 +52,12 @@ constexpr int64_t kGemvMaxRowsWide = 2;
 // contiguous columns, from sm_80: its token tiles hold 8 and 16 tokens at the weight's pace,
 // where wgmma's 64-row tiles and gemv's CUDA-core sums fell behind (benchmarks/NOTES.md).
 constexpr int64_t kDecodeMaxRows = 16;
-// Rows of A up to which kernel="auto" on sm_90 keeps decode_sm80 where its plan splits K to even
-// out the rounds of more blocks than one round of slots (long rows against 5120-6144 columns):
-// with its second kernel it streamed such weights faster than wgmma's split 64x128 tiles, which
-// leave SMs idle, at 1-4 rows, and as fast at 8 (benchmarks/NOTES.md, session 51).
+// kernel="auto" on sm_90 keeps decode_sm80 where its plan splits K to even out the rounds of more
+// blocks than one round of slots, up to these rows and splits, where wgmma's plan would split its
+// 64x128 tiles too (long rows against 5120-6144 columns): the bounds measured, 2 and 4 splits
+// against wgmma's tiles split in 2 (benchmarks/NOTES.md, session 51).
 constexpr int64_t kDecodeSplitRoundsMaxRows = 4;
+constexpr int64_t kDecodeSplitRoundsMaxSplits = 4;
 // Except on small weights, where one launch counts for more than the tensor cores: gemv keeps up
 // to `rows` rows of a weight of at most `elements` (N·K) elements. Measured against decode_sm80
 // when it split K across blocks there (a second kernel); since session 36 it streams most of these

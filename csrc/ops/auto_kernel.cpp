@@ -47,6 +47,16 @@ bool wgmma_takes_tf32_few_rows(const GemmParams& p) {
   return shape.wide_tiles >= kTf32FewRowsMinColumnTiles || shape.split_k > 1;
 }
 
+// Whether decode_sm80's split (p's plan `decode`, which splits K) takes p in place of wgmma_sm90's
+// split tiles: a few rows against one weight (batches unmeasured) whose blocks pass one round,
+// read as decode_sm80 reads them (else its launcher would run gemv), within the splits measured,
+// and where wgmma's plan splits K as well (where it does not, unmeasured).
+bool decode_split_over_wgmma(const GemmParams& p, const DecodePlan& decode) {
+  return p.M <= kDecodeSplitRoundsMaxRows && p.batch <= 1 && decode.splits <= kDecodeSplitRoundsMaxSplits &&
+         decode_splits_past_a_round(p, decode, p.sm_count) && decode_vector_loads(p) &&
+         sm90::choose_shape(p, p.sm_count, sm90::Overrides{}).split_k > 1;
+}
+
 // Whether a few rows against a small weight stay on gemv (one launch) by `table`'s (rows, N·K)
 // bounds rather than take decode_sm80.
 template <std::size_t kBounds>
@@ -63,11 +73,11 @@ bool small_enough_for_gemv(const GemvOverDecode (&table)[kBounds], int64_t M, in
 // decode_sm80, whose mma.sync tiles take 8 tokens each at the weight's pace, but small weights
 // with few rows on gemv (one launch, no K split across blocks), and on sm_90 wgmma wherever
 // decode_sm80 would split K across blocks (its sums then need a second kernel, where wgmma's split
-// 64x128 tiles add theirs inside a cluster), except up to kDecodeSplitRoundsMaxRows rows where the
-// split evens out the rounds of more blocks than one round holds; on sm_90 against an N-major weight (dx) up to 16
-// rows decode_sm80's N-major kernel where K is long enough, the weight large enough and its
-// 64-column blocks at most two an SM
-// (decode_n_major_preferred); fp32/fp64 up to two rows, and
+// 64x128 tiles add theirs inside a cluster), except for a few rows where the split evens out
+// the rounds of more blocks than one round holds (decode_split_over_wgmma); on sm_90 against an
+// N-major weight (dx) up to 16 rows decode_sm80's N-major kernel where K is long enough, the
+// weight large enough and its 64-column blocks at most two an SM (decode_n_major_preferred);
+// fp32/fp64 up to two rows, and
 // one bf16/fp16 row before sm_80, on gemv, which streams B once where a tile would be mostly
 // empty rows; float32 with TF32 allowed on sm_90 up to 16 rows against weights of moderate size
 // on decode_sm80's tf32 tiles (kTf32DecodeBounds; gemv for two rows and small weights:
@@ -99,9 +109,7 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
     if (small_enough_for_gemv(kGemvOverDecode, M, N, K)) return {"gemv", AutoRule::kGemv};
     const DecodePlan decode = plan_decode(p, p.sm_count);
     if (!wgmma || decode.splits == 1) return {"decode_sm80", AutoRule::kDecodeSm80};
-    if (M <= kDecodeSplitRoundsMaxRows && p.batch <= 1 && decode_splits_past_a_round(p, decode, p.sm_count)) {
-      return {"decode_sm80", AutoRule::kDecodeSplitRounds};
-    }
+    if (decode_split_over_wgmma(p, decode)) return {"decode_sm80", AutoRule::kDecodeSplitRounds};
     return {"wgmma_sm90", AutoRule::kWgmmaDecode};
   }
   if (wgmma && decode_n_major_preferred(p, p.sm_count)) return {"decode_sm80", AutoRule::kDecodeNMajor};
@@ -156,13 +164,14 @@ const char* describe_auto_choice(AutoRule rule) {
       "decode: up to 16 bf16/fp16 rows of A against a B with contiguous columns, from compute "
       "capability 8.0: decode_sm80 streams B once through mma.sync, 16 of its columns by up to 8 "
       "rows a tile (on compute capability 9.0 where its plan does not split K across blocks)",
-      "decode on compute capability 9.0: up to 4 bf16/fp16 rows against one weight whose 16-column "
-      "blocks outnumber one round of decode_sm80's slots (2 an SM) and whose long rows its plan "
-      "splits K for, to even out the rounds: decode_sm80 streams B with that split (the sums added "
-      "in a second kernel), where wgmma_sm90's split 64x128 tiles would leave SMs idle",
+      "decode on compute capability 9.0: up to 4 bf16/fp16 rows against one weight read in aligned "
+      "16-byte vectors whose 16-column blocks outnumber one round of decode_sm80's slots (2 an SM) "
+      "and whose long rows its plan splits K for, in at most 4, to even out the rounds: "
+      "decode_sm80 streams B with that split (the sums added in a second kernel), where "
+      "wgmma_sm90's plan would split its 64x128 tiles too and leave SMs idle",
       "decode on compute capability 9.0: up to 16 bf16/fp16 rows where decode_sm80 would split K "
-      "across blocks and add the sums in a second kernel; wgmma_sm90's 64x128 tiles split K "
-      "inside a cluster instead",
+      "across blocks and add the sums in a second kernel (but for the few rows of the rule "
+      "above); wgmma_sm90's 64x128 tiles split K inside a cluster instead",
       "decode against an N-major B (dx = dy·W of a linear) on compute capability 9.0: up to 16 "
       "bf16/fp16 rows, K of at least 1024 and a weight of at least 6·2^20 elements, at most two "
       "64-column blocks a multiprocessor: "
