@@ -78,6 +78,35 @@ def tf32_allowed(enabled: bool = True):
         torch.backends.cuda.matmul.allow_tf32 = saved
 
 
+HAS_FP32_PRECISION = hasattr(torch.backends, "fp32_precision")  # torch's newer TF32 setting (2.9)
+
+
+@contextlib.contextmanager
+def torch_tf32_setting(how: str):
+    """TF32 for CUDA matmuls set inside one of torch's ways — "allow_tf32" / "deny_tf32" (the
+    legacy flag), "precision_high" (set_float32_matmul_precision), "matmul_tf32" / "matmul_ieee"
+    (torch.backends.cuda.matmul.fp32_precision), "generic_tf32" (torch.backends.fp32_precision,
+    which the matmul setting inherits) — and torch's state restored after."""
+    saved_generic = torch.backends.fp32_precision
+    saved_matmul = torch.backends.cuda.matmul.fp32_precision
+    try:
+        if how in ("allow_tf32", "deny_tf32"):
+            torch.backends.cuda.matmul.allow_tf32 = how == "allow_tf32"
+        elif how == "precision_high":
+            torch.set_float32_matmul_precision("high")
+        elif how in ("matmul_tf32", "matmul_ieee"):
+            torch.backends.cuda.matmul.fp32_precision = how.split("_")[1]
+        elif how == "generic_tf32":
+            torch.backends.cuda.matmul.fp32_precision = "none"  # inherit, not an explicit "ieee"
+            torch.backends.fp32_precision = "tf32"
+        else:
+            raise ValueError(f"torch_tf32_setting: unknown way {how!r}")
+        yield
+    finally:
+        torch.backends.fp32_precision = saved_generic
+        torch.backends.cuda.matmul.fp32_precision = saved_matmul
+
+
 def device_params(devices=("cpu", "cuda")):
     """pytest params over devices, CUDA ones marked to skip without a GPU."""
     return [pytest.param(d, marks=requires_cuda if d == "cuda" else (), id=d) for d in devices]

@@ -1,6 +1,8 @@
 """Bad input gets a clear error naming the op and the argument (never a crash or a wrong answer),
 from the real kernels and from the fake kernel alike."""
 
+import warnings
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -55,6 +57,55 @@ def test_unsupported_dtypes(device, dtype):
     with pytest.raises(RuntimeError, match=f"{OP}: a has unsupported dtype {names[dtype]}; "
                                            "supported dtypes are Float, Double, Half and BFloat16"):
         _mm(a, b)
+
+
+def _makeable_dtypes():
+    """Every dtype torch names that an empty CPU tensor can take, the quantized ones aside."""
+    found = {}
+    for value in vars(torch).values():
+        if isinstance(value, torch.dtype):
+            try:
+                with warnings.catch_warnings():  # "experimental" and "deprecated" dtypes
+                    warnings.simplefilter("ignore")
+                    torch.empty(1, dtype=value)
+            except (RuntimeError, TypeError):
+                continue
+            if "qint" not in str(value) and "quint" not in str(value):
+                found[str(value)] = value
+    return [found[k] for k in sorted(found)]
+
+
+@pytest.mark.parametrize("dtype", [d for d in _makeable_dtypes() if d not in DTYPE_BY_NAME.values()], ids=str)
+def test_fake_names_every_unsupported_dtype_as_the_kernel_does(dtype):
+    """The fake kernel's message names a dtype as c10 does (UInt16, Float8_e4m3fn, Bits8, ...),
+    word for word the CPU kernel's."""
+    a, b = torch.empty(3, 4, dtype=dtype), torch.empty(4, 5, dtype=dtype)
+    with pytest.raises(RuntimeError) as real:
+        _mm(a, b)
+    with FakeTensorMode() as mode:
+        with pytest.raises(RuntimeError) as fake:
+            _mm(mode.from_tensor(a), mode.from_tensor(b))
+    assert str(fake.value) == str(real.value)
+    assert "unsupported dtype" in str(real.value)
+
+
+@pytest.mark.parametrize("device", device_params(("cpu", "cuda", "meta")))
+@pytest.mark.parametrize("requires_grad", [False, True], ids=["plain", "requires_grad"])
+@pytest.mark.parametrize("op, args, missing", [
+    ("mm_tiled", lambda t: (None, t), "a"),
+    ("mm_tiled", lambda t: (t, None), "b"),
+    ("bmm_tiled", lambda t: (t[None], None), "b"),
+    ("mm_tiled_row_sum", lambda t: (None, t), "a"),
+    ("linear_tiled", lambda t: (t, None), "weight"),
+    ("linear_tiled", lambda t: (None, t), "x"),
+    ("linear_tiled_weight_grad", lambda t: (None, t), "grad"),
+])
+def test_none_for_a_tensor(device, requires_grad, op, args, missing):
+    """None where a tensor goes: the op's message names the argument, whether or not the other
+    operand requires grad (autograd's kernel checks before it reads them) and on meta tensors."""
+    t = torch.randn(4, 4, device=device).requires_grad_(requires_grad and device != "meta")
+    with pytest.raises(RuntimeError, match=f"gemm::{op}: {missing} is an undefined tensor"):
+        getattr(torch.ops.gemm, op)(*args(t), **({"bias": False} if op == "linear_tiled_weight_grad" else {}))
 
 
 @requires_cuda

@@ -13,6 +13,8 @@ import torch
 import torch_gemm
 from torch_gemm import _C
 
+from gemm_testing import HAS_FP32_PRECISION, torch_tf32_setting
+
 explain = getattr(torch_gemm, "explain", torch_gemm.ops.explain)
 
 SMS = 132  # an H100 SXM's or an H200's multiprocessors
@@ -1379,6 +1381,46 @@ def test_explain_linear_bmm_and_row_sums(device):
     assert_supported(batched["plan"], FP16)
 
 
+@pytest.mark.skipif(not torch_gemm._C.built_with_cuda(), reason="this build has no CUDA kernels to list")
+def test_explain_knows_the_cuda_table():
+    """explain's copy of the CUDA rungs (for builds without them) says what the build's table
+    says: dtypes, lowest compute capability, float32 as TF32."""
+    rows = {r["name"]: r for r in torch_gemm.kernel_table() if r["device"] == "cuda"}
+    copy = torch_gemm.ops._CUDA_KERNELS
+    assert set(copy) == set(rows)
+    for name, (dtypes, min_sm, tf32) in copy.items():
+        assert (set(dtypes), min_sm, tf32) == (set(rows[name]["dtypes"]), rows[name]["min_sm"], rows[name]["tf32"]), name
+
+
+def test_explain_takes_what_the_kernel_takes():
+    """Every named CUDA kernel, every dtype it takes, on a GPU it runs on: explain answers with it."""
+    for name, (dtypes, min_sm, _) in torch_gemm.ops._CUDA_KERNELS.items():
+        sm = 90 if min_sm == 90 else 80
+        for label in dtypes:
+            a = torch.empty(256, 256, device="meta", dtype=torch_gemm.ops.DTYPE_BY_NAME[label])
+            assert explain(a, a, kernel=name, sm=sm, sm_count=132, allow_tf32=True)["kernel"] == name
+
+
+def test_available_kernels_wants_a_dtype():
+    with pytest.raises(TypeError, match="available_kernels: dtype must be a torch.dtype or None, got 'float32'"):
+        torch_gemm.available_kernels("cpu", "float32")
+
+
+@pytest.mark.skipif(not HAS_FP32_PRECISION, reason="this torch has no fp32_precision setting")
+@pytest.mark.parametrize("how, tf32", [
+    ("allow_tf32", True), ("deny_tf32", False), ("precision_high", True),
+    ("matmul_tf32", True), ("matmul_ieee", False), ("generic_tf32", True),
+])
+def test_explain_reads_tf32_as_torch_sets_it(how, tf32):
+    """explain and available_kernels follow TF32 however torch's setting was made, its newer
+    fp32_precision included (after which torch's legacy allow_tf32 flag raises when read)."""
+    a = torch.empty(4096, 4096, device="meta")
+    with torch_tf32_setting(how):
+        assert explain(a, a, sm=90, sm_count=132)["kernel"] == ("wgmma_sm90" if tf32 else "multistage")
+        assert torch_gemm.available_kernels("cpu", torch.float32) == ["auto", "blocked"]
+        assert explain(torch.randn(3, 4), torch.randn(4, 5))["kernel"] == "blocked"
+
+
 def test_explain_other_gpus_and_dtypes():
     a = torch.empty(4096, 4096, device="meta")
     assert explain(a, a, sm=80, sm_count=108)["kernel"] == "multistage"
@@ -1430,6 +1472,19 @@ def test_explain_bad_arguments():
         (ValueError, "does not support dtype Double",
          lambda: explain(a.double(), a.double(), kernel="wgmma_sm90", sm=90, sm_count=132)),
         (ValueError, "not available for cpu tensors", lambda: explain(torch.ones(4, 4), torch.ones(4, 4), kernel="wgmma_sm90")),
+        (ValueError, "unknown kernel 'bogus'", lambda: explain(torch.ones(4, 4), torch.ones(4, 4), kernel="bogus")),
+        # What the op refuses, explain refuses: a dtype the kernel does not take, a GPU below it, TF32
+        # while it is not allowed.
+        (ValueError, "kernel 'mma_sm80' does not support dtype Double",
+         lambda: explain(a.double(), a.double(), kernel="mma_sm80", sm=90, sm_count=132)),
+        (ValueError, "kernel 'mma_sm80' needs compute capability 8.0 or higher, not 7.5",
+         lambda: explain(a, a, kernel="mma_sm80", sm=75, sm_count=40)),
+        (ValueError, "kernel 'multistage' does not support dtype BFloat16",
+         lambda: explain(a, a, kernel="multistage", sm=90, sm_count=132)),
+        (ValueError, "kernel 'decode_sm80' multiplies float32 in TF32, which is not allowed",
+         lambda: explain(a.float(), a.float(), kernel="decode_sm80", sm=90, sm_count=132, allow_tf32=False)),
+        (ValueError, "kernel 'wgmma_sm90_3xtf32' does not support dtype BFloat16",
+         lambda: explain(a, a, kernel="wgmma_sm90_3xtf32", sm=90, sm_count=132)),
         (RuntimeError, "torch_gemm.explain: bias must be a 1-D tensor", lambda: explain(a, a, bias=a, sm=90, sm_count=132)),
         (ValueError, "row_sum", lambda: explain(a, a, bias=a[0], row_sum=True)),
     ]

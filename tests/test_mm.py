@@ -19,6 +19,8 @@ from gemm_testing import (
     requires_cuda,
     skip_unless_wgmma,
     tf32_allowed,
+    torch_tf32_setting,
+    HAS_FP32_PRECISION,
 )
 
 SIZES = [0, 1, 2, 7, 16, 31, 33, 64, 97, 128, 257, 1000, 1025]
@@ -141,6 +143,28 @@ def test_float32_uses_tf32_only_where_torch_allows_it():
         chosen = torch_gemm.explain(a, b)["kernel"]
         assert chosen in tf32_kernels
         assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel=chosen))
+
+
+@requires_cuda
+@pytest.mark.skipif(not HAS_FP32_PRECISION, reason="this torch has no fp32_precision setting")
+@pytest.mark.parametrize("how, tf32", [("matmul_tf32", True), ("generic_tf32", True), ("matmul_ieee", False)])
+def test_float32_follows_torchs_fp32_precision(how, tf32):
+    """Set through torch's newer fp32_precision (after which its legacy allow_tf32 raises when
+    read), TF32 is allowed or refused as torch.mm would take it, and the op does not fail."""
+    major, minor = torch.cuda.get_device_capability()
+    tf32_kernels = [r["name"] for r in torch_gemm.kernel_table()
+                    if r["device"] == "cuda" and r["tf32"] and r["min_sm"] <= major * 10 + minor]
+    a, b = make_operands(1024, 2048, 512, "contiguous", torch.float32, "cuda", generator("cuda", "tf32-api", how))
+    with torch_tf32_setting(how):
+        out = torch_gemm.mm_tiled(a, b)
+        assert_close_to_reference(out, a, b)
+        if tf32_kernels and tf32:
+            assert torch_gemm.explain(a, b)["kernel"] in tf32_kernels
+            assert torch.equal(torch_gemm.mm_tiled(a, b, kernel=tf32_kernels[0]), torch_gemm.mm_tiled(a, b, kernel=tf32_kernels[0]))
+        elif tf32_kernels:
+            assert torch_gemm.explain(a, b)["kernel"] not in tf32_kernels
+            with pytest.raises(RuntimeError, match="fp32_precision"):
+                torch_gemm.mm_tiled(a, b, kernel=tf32_kernels[0])
 
 
 def check_wgmma_product(tag: str, dtype, layout: str, batch: int, M: int, N: int, K: int):

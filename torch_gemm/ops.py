@@ -43,6 +43,15 @@ def kernel_table() -> list[dict]:
     return [dict(row) for row in _kernel_rows()]
 
 
+def _torch_allows_tf32() -> bool:
+    """Whether torch's CUDA matmuls may use TF32 now, as the C++ ops read it: from torch 2.9 its
+    fp32_precision setting (the legacy allow_tf32 raises once that has been set), else the flag."""
+    precision = getattr(torch.backends.cuda.matmul, "fp32_precision", None)
+    if precision is not None:
+        return precision == "tf32"
+    return bool(torch.backends.cuda.matmul.allow_tf32)
+
+
 @functools.lru_cache(maxsize=None)
 def _kernel_rows() -> tuple:
     return tuple(_C.kernel_table())
@@ -57,10 +66,12 @@ def available_kernels(
     if there is one, else the CPU), optionally only those that take ``dtype``. The first entry is
     always ``"auto"``. CUDA kernels are listed only if this build has them and the device's
     compute capability is high enough. For float32, the TF32 tensor-core kernels are listed only
-    where TF32 is allowed: ``allow_tf32``, or by default torch's current
-    ``torch.backends.cuda.matmul.allow_tf32``."""
+    where TF32 is allowed: ``allow_tf32``, or by default whether torch's CUDA matmuls may use it
+    now (``torch.backends.cuda.matmul.fp32_precision``, or ``allow_tf32`` before torch 2.9)."""
+    if dtype is not None and not isinstance(dtype, torch.dtype):
+        raise TypeError(f"available_kernels: dtype must be a torch.dtype or None, got {dtype!r}")
     if allow_tf32 is None:
-        allow_tf32 = torch.backends.cuda.matmul.allow_tf32
+        allow_tf32 = _torch_allows_tf32()
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(device)
@@ -87,8 +98,18 @@ def available_kernels(
 _SM90_OVERRIDES = {"shape": "TORCH_GEMM_WGMMA_SHAPE", "cluster": "TORCH_GEMM_WGMMA_CLUSTER",
                    "stream_k": "TORCH_GEMM_WGMMA_STREAM_K", "max_clusters": "TORCH_GEMM_WGMMA_MAX_CLUSTERS",
                    "store": "TORCH_GEMM_WGMMA_STORE"}
-_CUDA_KERNEL_NAMES = ("naive", "smem16", "smem32", "regtile", "warptile", "multistage", "gemv", "decode_sm80",
-                      "mma_sm80", "wgmma_sm90", "wgmma_sm90_3xtf32")
+# The CUDA rungs as csrc/ops/cuda/mm_cuda.cpp's table has them, (dtypes, lowest compute capability
+# × 10, float32 as TF32): kernel_table() lists them only in builds with the CUDA kernels, and
+# explain answers for a CUDA device in any build (tests/test_heuristics.py checks the two agree).
+_ANY_DTYPE = ("Float", "Double", "Half", "BFloat16")
+_CUDA_KERNELS = {
+    "naive": (_ANY_DTYPE, 0, False), "smem16": (_ANY_DTYPE, 0, False), "smem32": (_ANY_DTYPE, 0, False),
+    "regtile": (("Float",), 0, False), "warptile": (("Float",), 0, False), "multistage": (("Float",), 80, False),
+    "gemv": (_ANY_DTYPE, 0, False), "decode_sm80": (("Float", "Half", "BFloat16"), 80, True),
+    "mma_sm80": (("Half", "BFloat16"), 80, False), "wgmma_sm90": (("Float", "Half", "BFloat16"), 90, True),
+    "wgmma_sm90_3xtf32": (("Float",), 90, False),
+}
+_CUDA_KERNEL_NAMES = tuple(_CUDA_KERNELS)
 
 
 def _positive_int(fn: str, name: str, value, *, optional: bool) -> Optional[int]:
@@ -125,7 +146,7 @@ def explain(
             kernel (``"kernel": None``).
         max_active_clusters: pairs of blocks of wgmma_sm90 resident at once (the launcher asks
             ``cudaOccupancyMaxActiveClusters``); default ``sm_count // 2``.
-        allow_tf32: default ``torch.backends.cuda.matmul.allow_tf32``, as the ops read it.
+        allow_tf32: default whether torch's CUDA matmuls may use TF32 now, as the ops read it.
 
     Returns:
         ``{"kernel", "reason", "device", "sm", "sm_count", "dtype", "op", "M", "N", "K", "batch",
@@ -175,7 +196,7 @@ def explain(
     sm_count = _positive_int(fn, "sm_count", sm_count, optional=True)
     max_active_clusters = _positive_int(fn, "max_active_clusters", max_active_clusters, optional=True)
     if allow_tf32 is None:
-        allow_tf32 = torch.backends.cuda.matmul.allow_tf32
+        allow_tf32 = _torch_allows_tf32()
     dtype = a.dtype
     answer = {"kernel": None, "reason": "", "device": a.device.type, "sm": sm, "sm_count": sm_count,
               "dtype": dtype, "op": op, "M": M, "N": N, "K": K, "batch": batch, "plan": None}
@@ -191,6 +212,8 @@ def explain(
             answer["reason"] = ("meta tensors run no kernel; pass sm= and sm_count= for what a CUDA "
                                 "device would run")
             return answer
+        if kernel not in ("auto", "blocked") and _ALIASES.get(kernel, kernel) not in _CUDA_KERNEL_NAMES:
+            raise ValueError(f"{fn}: unknown kernel '{kernel}'; kernels for {a.device.type}: auto, blocked")
         if kernel not in ("auto", "blocked"):
             raise ValueError(f"{fn}: kernel '{kernel}' is not available for {a.device.type} tensors; "
                              f"kernels for {a.device.type}: auto, blocked (pass sm= and sm_count= to "
@@ -213,11 +236,24 @@ def explain(
         if name not in _CUDA_KERNEL_NAMES:
             raise ValueError(f"{fn}: unknown kernel '{kernel}'; kernels for cuda: "
                              + ", ".join(("auto",) + _CUDA_KERNEL_NAMES))
+        # What the op would refuse: a dtype the kernel does not take, a GPU below it, or TF32
+        # while torch does not allow it.
+        dtypes, min_sm, tf32 = _CUDA_KERNELS[name]
+        if _DTYPE_NAMES.get(dtype) not in dtypes:
+            raise ValueError(f"{fn}: kernel '{name}' does not support dtype {_c10_name(dtype)} "
+                             f"(it takes {', '.join(dtypes)})")
+        if min_sm == 90 and sm != 90:  # wgmma and TMA: sm_90a code, which no later GPU runs
+            raise ValueError(f"{fn}: kernel '{name}' runs on compute capability 9.0 only, not "
+                             f"{sm // 10}.{sm % 10}")
+        if sm < min_sm:
+            raise ValueError(f"{fn}: kernel '{name}' needs compute capability {min_sm // 10}.{min_sm % 10} "
+                             f"or higher, not {sm // 10}.{sm % 10}")
+        if tf32 and dtype == torch.float32 and not allow_tf32:
+            raise ValueError(f"{fn}: kernel '{name}' multiplies float32 in TF32, which is not allowed "
+                             "(allow_tf32=False, or torch's setting)")
         answer.update(kernel=name, reason=f"asked for by kernel='{kernel}'")
     env = {arg: os.environ.get(var) for arg, var in _SM90_OVERRIDES.items()}
     if answer["kernel"] == "wgmma_sm90_3xtf32":
-        if dtype != torch.float32 or sm != 90:
-            raise ValueError(f"{fn}: kernel 'wgmma_sm90_3xtf32' takes Float on compute capability 9.0 only")
         # The TF32 product over 3·K that it runs on its split operands.
         answer["plan"] = _C.sm90_plan(M, N, K, sm_count=sm_count, batch=batch, dtype="float32",
                                       bias=bias is not None, max_active_clusters=max_active_clusters,
@@ -232,12 +268,6 @@ def explain(
             b_strides=list(b.stride()),
             a_address=_address(a), b_address=_address(b))
     if answer["kernel"] == "wgmma_sm90":
-        if dtype not in (torch.bfloat16, torch.float16, torch.float32):
-            raise ValueError(f"{fn}: kernel 'wgmma_sm90' does not support dtype {_c10_name(dtype)} "
-                             "(it takes BFloat16, Half and Float as TF32)")
-        if sm != 90:
-            raise ValueError(f"{fn}: kernel 'wgmma_sm90' runs on compute capability 9.0 only, not "
-                             f"{sm // 10}.{sm % 10}")
         answer["plan"] = _C.sm90_plan(
             M, N, K, sm_count=sm_count, batch=batch, dtype=_torch_dtype_name(dtype),
             a_strides=list(a.stride()), b_strides=list(b.stride()), a_address=_address(a),
@@ -362,10 +392,21 @@ def linear_tiled_weight_grad(
 
 
 def _c10_name(dtype: torch.dtype) -> str:
-    return _DTYPE_NAMES.get(dtype) or _C10_NAMES.get(dtype) or str(dtype).removeprefix("torch.")
+    """c10's name of a dtype, as the C++ messages print it. Past the tables, c10 capitalizes
+    torch's name (float8_e4m3fn: Float8_e4m3fn, bits8: Bits8), its unsigned and b-prefixed
+    families with two capitals (uint16: UInt16, bcomplex32: BComplex32)."""
+    named = _DTYPE_NAMES.get(dtype) or _C10_NAMES.get(dtype)
+    if named:
+        return named
+    name = str(dtype).removeprefix("torch.")
+    for prefix, c10_prefix in (("uint", "UInt"), ("bcomplex", "BComplex")):
+        if name.startswith(prefix):
+            return c10_prefix + name[len(prefix):]
+    return name[:1].upper() + name[1:]
 
 
 def _check_mm_args(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    _check_defined(op, a=a, b=b)
     torch._check(a.dim() == 2, lambda: f"{op}: a must be a 2-D tensor, got a {a.dim()}-D tensor of shape {list(a.shape)}")
     torch._check(b.dim() == 2, lambda: f"{op}: b must be a 2-D tensor, got a {b.dim()}-D tensor of shape {list(b.shape)}")
     torch._check(
@@ -411,11 +452,11 @@ def _check_kernel_name(op: str, kernel: str, device: torch.device, dtype: torch.
             + ", ".join(["auto"] + [r["name"] for r in _kernel_rows()
                                     if r["device"] == device.type and _DTYPE_NAMES[dtype] in r["dtypes"]])
         )
-    if dtype == torch.float32 and here[0]["tf32"] and not torch.backends.cuda.matmul.allow_tf32:
+    if dtype == torch.float32 and here[0]["tf32"] and not _torch_allows_tf32():
         raise RuntimeError(
             f"{op}: kernel '{kernel}' multiplies float32 in TF32, which torch does not allow now; allow it with "
-            "torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')), "
-            "or pick a CUDA-core kernel"
+            "torch.backends.cuda.matmul.fp32_precision = \"tf32\" (or torch.backends.cuda.matmul.allow_tf32 = True, "
+            "or torch.set_float32_matmul_precision('high')), or pick a CUDA-core kernel"
         )
 
 
@@ -436,11 +477,18 @@ def _check_pair(op: str, a: torch.Tensor, a_name: str, b: torch.Tensor, b_name: 
     )
 
 
+def _check_defined(op: str, **tensors: Optional[torch.Tensor]) -> None:
+    """check_defined of csrc/ops/mm_common.cpp: a tensor argument given as None."""
+    for name, t in tensors.items():
+        torch._check(t is not None, lambda: f"{op}: {name} is an undefined tensor")
+
+
 def _check_dim(op: str, t: torch.Tensor, name: str, dim: int) -> None:
     torch._check(t.dim() == dim, lambda: f"{op}: {name} must be a {dim}-D tensor, got a {t.dim()}-D tensor of shape {list(t.shape)}")
 
 
 def _check_bmm_args(op: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    _check_defined(op, a=a, b=b)
     _check_dim(op, a, "a", 3)
     _check_dim(op, b, "b", 3)
     torch._check(
@@ -473,6 +521,7 @@ def _linear_tiled_weight_grad_fake(
     grad: torch.Tensor, x: torch.Tensor, bias: bool, kernel: str = "auto"
 ) -> tuple[torch.Tensor, torch.Tensor]:
     op = "gemm::linear_tiled_weight_grad"
+    _check_defined(op, grad=grad, x=x)
     torch._check(grad.dim() >= 1, lambda: f"{op}: grad must have at least 1 dimension, got a 0-D tensor")
     torch._check(x.dim() >= 1, lambda: f"{op}: x must have at least 1 dimension, got a 0-D tensor")
     torch._check(
@@ -498,6 +547,7 @@ def _linear_tiled_fake(
     x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, kernel: str = "auto"
 ) -> torch.Tensor:
     op = "gemm::linear_tiled"
+    _check_defined(op, x=x, weight=weight)
     torch._check(x.dim() >= 1, lambda: f"{op}: x must have at least 1 dimension, got a 0-D tensor")
     _check_dim(op, weight, "weight", 2)
     torch._check(

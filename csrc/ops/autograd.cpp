@@ -1,8 +1,10 @@
 // Autograd for the gemm ops: a torch::autograd::Function per op, registered at the Autograd key
-// as torch's own ops are, so a forward and backward cost no Python. The backwards call the ops
-// themselves through the dispatcher: gradients run on our kernels, and double backward works.
+// as torch's own ops are, so a forward and backward cost no Python. The backwards, and forward-mode
+// AD's tangents, call the ops themselves through the dispatcher: gradients run on our kernels, and
+// double backward works.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
@@ -252,6 +254,50 @@ struct WeightGradFunction : torch::autograd::Function<WeightGradFunction> {
   }
 };
 
+// Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp). torch's C++ Function API has no jvp
+// (it refuses inputs that carry a tangent), so where one does, the op runs as usual with forward AD
+// switched off around it (its node saves the inputs themselves, tangents and all, so that a
+// backward run under forward AD differentiates through them), and the outputs' tangents, linear in
+// the inputs', are computed here by the ops themselves on the primals (_fw_primal: views without
+// the tangent, differentiable back to the inputs) and set. Level 0 is the only one a kernel reads,
+// as in torch's own kernels (functorch nests levels by wrapping them). An undefined tangent stands
+// for zero.
+constexpr uint64_t kFwLevel = 0;
+
+at::Tensor tangent(const at::Tensor& t) { return t.defined() ? t._fw_grad(kFwLevel) : at::Tensor(); }
+
+at::Tensor tangent(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? tangent(*t) : at::Tensor();
+}
+
+// t without its tangent (t itself where it has none).
+at::Tensor primal(const at::Tensor& t, const at::Tensor& t_tangent) {
+  return t_tangent.defined() ? t._fw_primal(kFwLevel) : t;
+}
+
+at::Tensor add_tangent(const at::Tensor& sum, const at::Tensor& term) {
+  return sum.defined() ? sum + term : term;
+}
+
+// run() with forward AD off: the tangents are invisible to it (read as undefined).
+template <typename Run>
+auto without_forward_ad(Run&& run) {
+  const c10::AutoFwGradMode forward_ad_off(false);
+  return run();
+}
+
+void set_tangent(const at::Tensor& output, const at::Tensor& output_tangent) {
+  if (output_tangent.defined()) output._set_fw_grad(output_tangent, kFwLevel, /*is_inplace_op=*/false);
+}
+
+// The tensor arguments a call needs, checked before autograd reads them, so that one given as None
+// is refused with the op's message whether or not the other requires grad.
+void check_both_defined(const char* op, const at::Tensor& first, const char* first_name,
+                        const at::Tensor& second, const char* second_name) {
+  check_defined(op, first, first_name);
+  check_defined(op, second, second_name);
+}
+
 // Whether a call records a node: grad mode on and an input that requires grad. Where none is
 // recorded (inference, no_grad) the op runs below autograd without building a Function, as
 // torch's generated autograd kernels skip their graph work.
@@ -263,6 +309,17 @@ bool records_graph(const at::Tensor& a, const at::Tensor& b,
 
 template <const c10::TypedOperatorHandle<ProductFn>& (*kOp)()>
 at::Tensor product_autograd(const at::Tensor& a, const at::Tensor& b, c10::string_view kernel) {
+  check_both_defined(kOp == &mm_op ? kMmTiled : kBmmTiled, a, "a", b, "b");
+  const at::Tensor ta = tangent(a), tb = tangent(b);
+  if (C10_UNLIKELY(ta.defined() || tb.defined())) {  // dC = dA·B + A·dB
+    at::Tensor out = without_forward_ad([&] { return product_autograd<kOp>(a, b, kernel); });
+    const at::Tensor ap = primal(a, ta), bp = primal(b, tb);
+    at::Tensor t_out;
+    if (ta.defined()) t_out = kOp().call(ta, bp, kernel);
+    if (tb.defined()) t_out = add_tangent(t_out, kOp().call(ap, tb, kernel));
+    set_tangent(out, t_out);
+    return out;
+  }
   if (records_graph(a, b)) return ProductFunction<kOp>::apply(a, b, kernel);
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   return kOp().call(a, b, kernel);
@@ -270,6 +327,18 @@ at::Tensor product_autograd(const at::Tensor& a, const at::Tensor& b, c10::strin
 
 std::tuple<at::Tensor, at::Tensor> mm_tiled_row_sum_autograd(const at::Tensor& a, const at::Tensor& b,
                                                              c10::string_view kernel) {
+  check_both_defined(kMmTiledRowSum, a, "a", b, "b");
+  const at::Tensor ta = tangent(a), tb = tangent(b);
+  if (C10_UNLIKELY(ta.defined() || tb.defined())) {  // (dA·B + A·dB, dA summed over k)
+    auto outputs = without_forward_ad([&] { return mm_tiled_row_sum_autograd(a, b, kernel); });
+    const at::Tensor ap = primal(a, ta), bp = primal(b, tb);
+    at::Tensor t_product, t_row_sum;
+    if (ta.defined()) std::tie(t_product, t_row_sum) = row_sum_op().call(ta, bp, kernel);
+    if (tb.defined()) t_product = add_tangent(t_product, mm_op().call(ap, tb, kernel));
+    set_tangent(std::get<0>(outputs), t_product);
+    set_tangent(std::get<1>(outputs), t_row_sum);
+    return outputs;
+  }
   if (records_graph(a, b)) {
     const variable_list outputs = RowSumFunction::apply(a, b, kernel);
     return {outputs[0], outputs[1]};
@@ -281,6 +350,20 @@ std::tuple<at::Tensor, at::Tensor> mm_tiled_row_sum_autograd(const at::Tensor& a
 std::tuple<at::Tensor, at::Tensor> linear_tiled_weight_grad_autograd(const at::Tensor& grad,
                                                                     const at::Tensor& x, bool bias,
                                                                     c10::string_view kernel) {
+  check_both_defined(kLinearTiledWeightGrad, grad, "grad", x, "x");
+  const at::Tensor t_grad = tangent(grad), t_x = tangent(x);
+  if (C10_UNLIKELY(t_grad.defined() || t_x.defined())) {  // bilinear in (grad, x); db linear in grad
+    auto outputs = without_forward_ad([&] { return linear_tiled_weight_grad_autograd(grad, x, bias, kernel); });
+    const at::Tensor grad_p = primal(grad, t_grad), x_p = primal(x, t_x);
+    at::Tensor t_weight, t_bias;
+    if (t_grad.defined()) std::tie(t_weight, t_bias) = weight_grad_op().call(t_grad, x_p, bias, kernel);
+    if (t_x.defined()) {
+      t_weight = add_tangent(t_weight, std::get<0>(weight_grad_op().call(grad_p, t_x, false, kernel)));
+    }
+    set_tangent(std::get<0>(outputs), t_weight);
+    if (bias) set_tangent(std::get<1>(outputs), t_bias);  // else the op's empty placeholder
+    return outputs;
+  }
   if (records_graph(grad, x)) {
     const variable_list outputs = WeightGradFunction::apply(grad, x, bias, kernel);
     return {outputs[0], outputs[1]};
@@ -291,6 +374,27 @@ std::tuple<at::Tensor, at::Tensor> linear_tiled_weight_grad_autograd(const at::T
 
 at::Tensor linear_tiled_autograd(const at::Tensor& x, const at::Tensor& weight,
                                  const std::optional<at::Tensor>& bias, c10::string_view kernel) {
+  check_both_defined(kLinearTiled, x, "x", weight, "weight");
+  const at::Tensor t_x = tangent(x), t_weight = tangent(weight), t_bias = tangent(bias);
+  if (C10_UNLIKELY(t_x.defined() || t_weight.defined() || t_bias.defined())) {  // dx·Wᵀ + x·dWᵀ + db
+    at::Tensor out = without_forward_ad([&] { return linear_tiled_autograd(x, weight, bias, kernel); });
+    const at::Tensor x_p = primal(x, t_x), weight_p = primal(weight, t_weight);
+    // db joins the first product that is computed, or stands alone, broadcast over the rows.
+    std::optional<at::Tensor> bias_left =
+        t_bias.defined() ? std::optional<at::Tensor>(t_bias) : std::nullopt;
+    at::Tensor t_out;
+    if (t_x.defined()) {
+      t_out = linear_op().call(t_x, weight_p, bias_left, kernel);
+      bias_left = std::nullopt;
+    }
+    if (t_weight.defined()) {
+      t_out = add_tangent(t_out, linear_op().call(x_p, t_weight, bias_left, kernel));
+      bias_left = std::nullopt;
+    }
+    if (bias_left.has_value()) t_out = bias_left->expand(out.sizes());
+    set_tangent(out, t_out);
+    return out;
+  }
   if (records_graph(x, weight, bias)) return LinearFunction::apply(x, weight, bias, kernel);
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   return linear_op().call(x, weight, bias, kernel);

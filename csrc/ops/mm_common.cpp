@@ -24,10 +24,6 @@ DType check_operand_pair(const char* op, const at::Tensor& a, const char* a_name
   return dtype;
 }
 
-void check_defined(const char* op, const at::Tensor& t, const char* name) {
-  TORCH_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
-}
-
 // Defined, and of `dim` dimensions.
 void check_dim(const char* op, const at::Tensor& t, const char* name, int64_t dim) {
   check_defined(op, t, name);
@@ -56,6 +52,10 @@ RowsOperand rows_operand(const at::Tensor& t, int64_t rows) {
 }
 
 }  // namespace
+
+void check_defined(const char* op, const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
+}
 
 int64_t leading_rows(const at::Tensor& t) {
   int64_t rows = 1;

@@ -18,6 +18,9 @@ constexpr const char* kLinearTiled = "gemm::linear_tiled";
 constexpr const char* kMmTiledRowSum = "gemm::mm_tiled_row_sum";
 constexpr const char* kLinearTiledWeightGrad = "gemm::linear_tiled_weight_grad";
 
+// A tensor argument given as None (an undefined tensor): a TORCH_CHECK naming `op` and `name`.
+void check_defined(const char* op, const at::Tensor& t, const char* name);
+
 // Checks a and b for C = a @ b (2-D, matching inner dimensions, one supported dtype, one device)
 // and returns their dtype. Every failure is a TORCH_CHECK naming `op` and the argument.
 DType check_mm_inputs(const char* op, const at::Tensor& a, const at::Tensor& b);

@@ -5,6 +5,7 @@
 #include <ATen/Context.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/version.h>
 #include <torch/library.h>
 
 #include <cstdint>
@@ -88,13 +89,29 @@ int current_device_sm_count() {
   return count;
 }
 
+// Whether torch's CUDA matmuls may use TF32 now, read as its cuBLAS path reads it (NoTF32Guard
+// included). From torch 2.9 the setting is fp32_precision (torch.backends.cuda.matmul's, or the
+// generic one it inherits); once that has been set, the legacy allowTF32CuBLAS() throws instead of
+// answering.
+bool torch_allows_tf32() {
+  if (at::NoTF32Guard::should_disable_tf32()) return false;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 10)
+  return at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL) ==
+         at::Float32Precision::TF32;
+#elif TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR == 9
+  return at::globalContext().float32Precision("cuda", "matmul") == "tf32";
+#else
+  return at::globalContext().allowTF32CuBLAS();
+#endif
+}
+
 void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const at::Tensor& like) {
   const c10::cuda::CUDAGuard device_guard(like.device());
   clear_earlier_error(op);
   const int sm = current_sm();  // queried once: the auto rule and the table's min_sm both use it
   params.sm_count = current_device_sm_count();
   // TF32 exactly where torch.mm would use it: the flag cuBLAS's path reads.
-  const bool allow_tf32 = at::globalContext().allowTF32CuBLAS();
+  const bool allow_tf32 = torch_allows_tf32();
   const auto& entry = find_kernel(
       op, kCudaKernels, kernel,
       choose_auto_kernel(params, allow_tf32, sm, kWithSm90a,
@@ -102,7 +119,8 @@ void run_cuda(const char* op, c10::string_view kernel, GemmParams& params, const
       params.dtype, like.device(), [sm] { return sm; });
   TORCH_CHECK(!entry.float32_as_tf32 || params.dtype != DType::kFloat32 || allow_tf32, op,
               ": kernel '", kernel, "' multiplies float32 in TF32, which torch does not allow now; "
-              "allow it with torch.backends.cuda.matmul.allow_tf32 = True (or "
+              "allow it with torch.backends.cuda.matmul.fp32_precision = \"tf32\" (or "
+              "torch.backends.cuda.matmul.allow_tf32 = True, or "
               "torch.set_float32_matmul_precision('high')), or pick a CUDA-core kernel");
   drop_unfused_outputs(entry, params);
 
