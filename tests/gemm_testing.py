@@ -87,8 +87,14 @@ def torch_tf32_setting(how: str):
     legacy flag), "precision_high" (set_float32_matmul_precision), "matmul_tf32" / "matmul_ieee"
     (torch.backends.cuda.matmul.fp32_precision), "generic_tf32" (torch.backends.fp32_precision,
     which the matmul setting inherits) — and torch's state restored after."""
+    # Each setting torch keeps apart: the legacy matmul precision (which set_float32_matmul_precision
+    # and allow_tf32 also write, and whose getter raises while it disagrees with the rest), the
+    # generic precision, and the CUDA and oneDNN matmuls' (resolved values: an inherited one comes
+    # back explicit).
+    saved_legacy = torch.get_float32_matmul_precision()
     saved_generic = torch.backends.fp32_precision
     saved_matmul = torch.backends.cuda.matmul.fp32_precision
+    saved_mkldnn_matmul = torch.backends.mkldnn.matmul.fp32_precision
     try:
         if how in ("allow_tf32", "deny_tf32"):
             torch.backends.cuda.matmul.allow_tf32 = how == "allow_tf32"
@@ -103,8 +109,10 @@ def torch_tf32_setting(how: str):
             raise ValueError(f"torch_tf32_setting: unknown way {how!r}")
         yield
     finally:
+        torch.set_float32_matmul_precision(saved_legacy)
         torch.backends.fp32_precision = saved_generic
         torch.backends.cuda.matmul.fp32_precision = saved_matmul
+        torch.backends.mkldnn.matmul.fp32_precision = saved_mkldnn_matmul
 
 
 def device_params(devices=("cpu", "cuda")):
@@ -198,8 +206,9 @@ def poisoned_outputs():
 
 
 def tf32_in_effect(t: torch.Tensor) -> bool:
-    """Whether a float32 product on this tensor's device may be computed in TF32 now."""
-    return t.dtype == torch.float32 and t.is_cuda and torch.backends.cuda.matmul.allow_tf32
+    """Whether a float32 product on this tensor's device may be computed in TF32 now, read as the
+    ops read it (torch's legacy allow_tf32 raises once the newer fp32_precision has been set)."""
+    return t.dtype == torch.float32 and t.is_cuda and torch_gemm.ops._torch_allows_tf32()
 
 
 def round_to_tf32(t: torch.Tensor, truncate: bool = False) -> torch.Tensor:

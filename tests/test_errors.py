@@ -90,7 +90,7 @@ def test_fake_names_every_unsupported_dtype_as_the_kernel_does(dtype):
 
 
 @pytest.mark.parametrize("device", device_params(("cpu", "cuda", "meta")))
-@pytest.mark.parametrize("requires_grad", [False, True], ids=["plain", "requires_grad"])
+@pytest.mark.parametrize("requires_grad", [False, True], ids=["kernels", "autograd"])
 @pytest.mark.parametrize("op, args, missing", [
     ("mm_tiled", lambda t: (None, t), "a"),
     ("mm_tiled", lambda t: (t, None), "b"),
@@ -101,11 +101,14 @@ def test_fake_names_every_unsupported_dtype_as_the_kernel_does(dtype):
     ("linear_tiled_weight_grad", lambda t: (None, t), "grad"),
 ])
 def test_none_for_a_tensor(device, requires_grad, op, args, missing):
-    """None where a tensor goes: the op's message names the argument, whether or not the other
-    operand requires grad (autograd's kernel checks before it reads them) and on meta tensors."""
-    t = torch.randn(4, 4, device=device).requires_grad_(requires_grad and device != "meta")
-    with pytest.raises(RuntimeError, match=f"gemm::{op}: {missing} is an undefined tensor"):
-        getattr(torch.ops.gemm, op)(*args(t), **({"bias": False} if op == "linear_tiled_weight_grad" else {}))
+    """None where a tensor goes: the op's message names the argument, from the kernels themselves
+    (under inference_mode: the C++ checks, and the fake kernel's on meta tensors) and from
+    autograd's kernel, which checks before it reads them (the other operand requiring grad)."""
+    t = torch.randn(4, 4, device=device).requires_grad_(requires_grad)
+    kwargs = {"bias": False} if op == "linear_tiled_weight_grad" else {}
+    with torch.inference_mode(not requires_grad):
+        with pytest.raises(RuntimeError, match=f"gemm::{op}: {missing} is an undefined tensor"):
+            getattr(torch.ops.gemm, op)(*args(t), **kwargs)
 
 
 @requires_cuda

@@ -1415,10 +1415,18 @@ def test_explain_reads_tf32_as_torch_sets_it(how, tf32):
     """explain and available_kernels follow TF32 however torch's setting was made, its newer
     fp32_precision included (after which torch's legacy allow_tf32 flag raises when read)."""
     a = torch.empty(4096, 4096, device="meta")
+    before = _torch_precision_state()
     with torch_tf32_setting(how):
         assert explain(a, a, sm=90, sm_count=132)["kernel"] == ("wgmma_sm90" if tf32 else "multistage")
         assert torch_gemm.available_kernels("cpu", torch.float32) == ["auto", "blocked"]
         assert explain(torch.randn(3, 4), torch.randn(4, 5))["kernel"] == "blocked"
+    assert _torch_precision_state() == before  # nothing leaks into later tests
+
+
+def _torch_precision_state():
+    return (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32,
+            torch.backends.fp32_precision, torch.backends.cuda.matmul.fp32_precision,
+            torch.backends.mkldnn.matmul.fp32_precision)
 
 
 def test_explain_other_gpus_and_dtypes():
