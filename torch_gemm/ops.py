@@ -109,7 +109,6 @@ _CUDA_KERNELS = {
     "mma_sm80": (("Half", "BFloat16"), 80, False), "wgmma_sm90": (("Float", "Half", "BFloat16"), 90, True),
     "wgmma_sm90_3xtf32": (("Float",), 90, False),
 }
-_CUDA_KERNEL_NAMES = tuple(_CUDA_KERNELS)
 
 
 def _positive_int(fn: str, name: str, value, *, optional: bool) -> Optional[int]:
@@ -212,9 +211,9 @@ def explain(
             answer["reason"] = ("meta tensors run no kernel; pass sm= and sm_count= for what a CUDA "
                                 "device would run")
             return answer
-        if kernel not in ("auto", "blocked") and _ALIASES.get(kernel, kernel) not in _CUDA_KERNEL_NAMES:
-            raise ValueError(f"{fn}: unknown kernel '{kernel}'; kernels for {a.device.type}: auto, blocked")
         if kernel not in ("auto", "blocked"):
+            if _ALIASES.get(kernel, kernel) not in _CUDA_KERNELS:
+                raise ValueError(f"{fn}: unknown kernel '{kernel}'; kernels for {a.device.type}: auto, blocked")
             raise ValueError(f"{fn}: kernel '{kernel}' is not available for {a.device.type} tensors; "
                              f"kernels for {a.device.type}: auto, blocked (pass sm= and sm_count= to "
                              "explain a CUDA device)")
@@ -233,9 +232,9 @@ def explain(
         answer.update(kernel=choice["kernel"], reason=choice["reason"])
     else:
         name = _ALIASES.get(kernel, kernel)
-        if name not in _CUDA_KERNEL_NAMES:
+        if name not in _CUDA_KERNELS:
             raise ValueError(f"{fn}: unknown kernel '{kernel}'; kernels for cuda: "
-                             + ", ".join(("auto",) + _CUDA_KERNEL_NAMES))
+                             + ", ".join(("auto", *_CUDA_KERNELS)))
         # What the op would refuse: a dtype the kernel does not take, a GPU below it, or TF32
         # while torch does not allow it.
         dtypes, min_sm, tf32 = _CUDA_KERNELS[name]
