@@ -524,15 +524,23 @@ def test_tf32_128x256_tiles_take_stream_k():
 
 # tf32 products of more than 192 rows whose 64x256 tiles leave half the SMs idle take 128x256
 # tiles with every turn dealt out, where the turns split in 2 to 4 equal shares of 40 k-tiles or
-# more: 512x2560 (40 turns on 120 blocks, 3 shares), 256x5632 (44 on all 132), 1024x2048 (64 on
-# 128), 500x2500 (edges). In up to 8 shares from 128 rows where the 64x256 tiles' blocks fill at
-# most half the SMs, the shares take more blocks and K has 160 k-tiles or more: 16 turns on 128
-# blocks (256x2048, whose 64x256 tiles split in 2 on 64; 128x4096; 512x1024; 1000x500).
+# more, or 3 of 24 or more: 512x2560 (40 turns on 120 blocks, 3 shares), 256x5632 (44 on all
+# 132), 1024x2048 (64 on 128), 500x2500 (edges), 512x2560x2560 and 256x5632x3072 (3 shares of 26
+# and 32 k-tiles). At 128 rows (one row of 128-row tiles) in 3 or 4 shares of 40 k-tiles or more:
+# 128x5120 (20 turns on 80 blocks), 128x11008 (43 on 129), 128x8192x5120 (32 on 128, shares of
+# 40). In up to 8 shares from 128 rows where the 64x256 tiles' blocks fill at most half the SMs,
+# the shares take more blocks and K has 160 k-tiles or more: 16 turns on 128 blocks (256x2048,
+# whose 64x256 tiles split in 2 on 64; 128x4096; 512x1024; 1000x500).
 @pytest.mark.parametrize("M, N, K, blocks", [
     (512, 2560, 14336, 120),
     (256, 5632, 8192, 132),
     (1024, 2048, 8192, 128),
     (500, 2500, 5000, 120),
+    (512, 2560, 2560, 120),
+    (256, 5632, 3072, 132),
+    (128, 5120, 28672, 80),
+    (128, 11008, 4096, 129),
+    (128, 8192, 5120, 128),
     (256, 2048, 14336, 128),
     (128, 4096, 5120, 128),
     (512, 1024, 8192, 128),
@@ -551,15 +559,19 @@ def test_tf32_few_tiles_take_128x256_tiles_in_equal_shares(M, N, K, blocks):
     assert_supported(plan(M, N, K, dtype=FP32, b_strides=[N, 1], max_active_clusters=66), FP32)
 
 
-# Not at 128 rows (one row of 128-row tiles) in up to 4 shares, nor with shares of fewer than 40
-# k-tiles; in more shares not with fewer than 160 k-tiles, nor where the grid's cost rule keeps
-# every resident block (8 turns in 8 shares would take 64 blocks, as 16 tiles of 64x256 in 4
-# slices do), nor below 128 rows, nor where the 64x256 tiles fill more than half the SMs (12 turns
-# at 128 rows: 24 tiles in 4 slices, 96 blocks); nor in 16-bit, under forced clusters, shapes or
-# stream-K off, nor for 3xTF32's promoted tiles.
+# Not at 128 rows (one row of 128-row tiles) in 2 shares or in shares of fewer than 40 k-tiles, nor
+# past 192 rows in 2 or 4 shares of fewer than 40 k-tiles or 3 of fewer than 24; in more shares
+# not with fewer than 160 k-tiles, nor where the grid's cost rule keeps every resident block (8
+# turns in 8 shares would take 64 blocks, as 16 tiles of 64x256 in 4 slices do), nor below 128
+# rows, nor where the 64x256 tiles fill more than half the SMs (12 turns at 128 rows: 24 tiles in
+# 4 slices, 96 blocks); nor in 16-bit, under forced clusters, shapes or stream-K off, nor for
+# 3xTF32's promoted tiles.
 @pytest.mark.parametrize("why, M, N, K, kwargs", [
-    ("one tile row", 128, 5120, 28672, {}),
+    ("one tile row in 2 shares", 128, 13824, 3072, {}),         # 54 turns
+    ("one tile row, shares of 32 k-tiles", 128, 8192, 4096, {}),  # 32 turns in 4 shares
     ("shares of 32 k-tiles", 512, 2048, 4096, {}),   # 32 turns in 4 shares (128 blocks)
+    ("4 shares of 24 k-tiles", 512, 2048, 3072, {}),
+    ("3 shares of 21 k-tiles", 512, 2560, 2048, {}),  # 40 turns on 120 blocks
     ("8 shares, 128 k-tiles", 256, 2048, 4096, {}),
     ("8 shares on 64 blocks", 256, 1024, 8192, {}),
     ("under 128 rows", 100, 4096, 8192, {}),
@@ -614,16 +626,20 @@ def test_odd_tile_rows_of_tf32_or_a_forced_shape_keep_pairs():
     assert plan(384, 5120, 5120, shape="2x1x128", max_active_clusters=66)["cluster"] == 2
 
 
-# At most 64 rows (16-bit): 64-row tiles, 64x256 where the 64x128 ones would not fit in one wave,
-# rather than half-empty 128x256 ones.
+# At most 64 rows (16-bit and tf32): 64-row tiles, 64x256 where the 64x128 ones would not fit in
+# one wave, rather than half-empty 128x256 ones; not for 3xTF32's promoted tiles, nor past 64 rows.
 @pytest.mark.parametrize("M", [1, 16, 64])
 @pytest.mark.parametrize("N, K", [(28672, 4096), (28672, 8192)])
-def test_at_most_64_rows_take_64_row_tiles(M, N, K):
-    p = plan(M, N, K)
+@pytest.mark.parametrize("dtype", [BF16, FP32])
+def test_at_most_64_rows_take_64_row_tiles(M, N, K, dtype):
+    p = plan(M, N, K, dtype=dtype)
     assert tuple(p["tile"]) == (64, 256) and p["consumers"] == 1 and "half empty" in p["why"]["tile"]
-    assert_supported(p, BF16)
-    assert tuple(plan(M, N, K, dtype=FP32)["tile"]) == (128, 256)  # tf32: not measured
-    assert tuple(plan(65, N, K)["tile"]) == (128, 256)
+    assert p["split_k"] == 1 and p["cluster"] == 1, p
+    if dtype == FP32:
+        assert "3xTF32" in p["why"]["tile"] and "row sums" not in p["why"]["tile"]
+    assert_supported(p, dtype)
+    assert tuple(plan(M, N, K, dtype=FP32, three_tf32=True)["tile"]) != (64, 256)
+    assert tuple(plan(65, N, K, dtype=dtype)["tile"]) == (128, 256)
 
 
 def test_at_most_64_rows_keep_128x256_tiles_beyond_one_round():

@@ -320,6 +320,16 @@ bool equal_shares_allowed(const Overrides& o) {
 // 0.84–1.19; with shares of 32 k-tiles 0.95–1.06, of 16–24 0.80–0.96.
 constexpr int64_t kTf32DealtMinNarrowRows = 4;
 constexpr int64_t kTf32DealtMinShareKTiles = 40;
+// One row of 128-row tiles (128 rows), whose 64×256 tiles (split or not) read B twice, takes them
+// too in kTf32DealtOneRowMinShares to kMaxShares shares of kTf32DealtMinShareKTiles; past 192
+// rows, 3 shares need only kTf32DealtThreeSharesMinShareKTiles each. Measured (H200, session 53,
+// forced against the plan over the 79 worst tf32 forwards at 128–512 rows): at 128 rows 4 shares
+// of 48–217 k-tiles 1.04–1.30×, 3 of 43–85 1.08–1.18×, 4 of 24 0.89×, 2 of 40–48 0.97–0.98×; past
+// 192 rows 3 shares of 27–32 k-tiles 1.14–1.20×, 4 of 16 0.86×.
+constexpr int64_t kTf32DealtOneRowNarrowRows = 2;
+constexpr int64_t kTf32DealtOneRowMinShares = 3;
+constexpr int64_t kTf32DealtThreeShares = 3;
+constexpr int64_t kTf32DealtThreeSharesMinShareKTiles = 24;
 // And in up to kTf32DealtMaxShares shares, from 128 rows, where the 64×256 tiles' blocks (split or
 // not) would fill at most half the SMs, with K's kTf32DealtManySharesMinKTiles or more: 16 turns
 // of 128×256 tiles (256 rows against 2048 columns, 128 against 4096, 512 against 1024), whose
@@ -614,10 +624,10 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // take half-empty 128-row tiles: 64×256 where the 64×128 ones would not fit in one wave.
 // Two-consumer tiles in 3 tile rows (128×128 ones up to 7) run unpaired (kOddRowsUnpairedMax).
 // tf32, which has no 128-column tiles, splits its 64×256 tiles along K likewise where they leave
-// half the SMs idle (kNarrowSplitMinKTiles); past 192 rows (from 128 where their blocks fill at
-// most half the SMs and K is long) it takes 128×256 tiles with every turn dealt out instead, where
-// the turns split in equal shares of a long enough K (kTf32DealtMinShareKTiles,
-// kTf32DealtMaxShares).
+// half the SMs idle (kNarrowSplitMinKTiles); past 192 rows (at 128 in 3 or 4 shares, and from 128
+// where their blocks fill at most half the SMs and K is long) it takes 128×256 tiles with every
+// turn dealt out instead, where the turns split in equal shares of a long enough K
+// (kTf32DealtMinShareKTiles, kTf32DealtThreeSharesMinShareKTiles, kTf32DealtMaxShares).
 // (Measurements: benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   const bool tf32_splittable = tf32_can_split(p);
@@ -633,12 +643,13 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   shape.mid_tiles = wide_m * ceil_div(p.N, kWgmmaMidBlockN) * p.batch;
   shape.tiny_tiles = narrow_m * ceil_div(p.N, kWgmmaTinyBlockN) * p.batch;
   const int64_t wide = shape.wide_tiles, medium = shape.medium_tiles, mid = shape.mid_tiles;
-  // 16-bit products of at most 64 rows take 64-row tiles even where 128×256 ones would fill half the
-  // SMs, up to one round of them: a 128-row tile would be half empty rows, its second consumer's
-  // wgmmas and B's second pass through shared memory for nothing (64×256 measured faster on an
-  // H100 and an H200 on one round: benchmarks/NOTES.md, session 27). More 128×256 tiles than SMs
-  // keep them, and stream-K over their last round (not measured against 64×256 tiles).
-  const bool one_row = sixteen_bit(p) && narrow_m == 1 && wide <= sms;
+  // 16-bit and tf32 products of at most 64 rows take 64-row tiles even where 128×256 ones would
+  // fill half the SMs, up to one round of them: a 128-row tile would be half empty rows, its second
+  // consumer's wgmmas and B's second pass through shared memory for nothing (64×256 measured
+  // faster on an H100 and an H200 on one round, 16-bit: benchmarks/NOTES.md, session 27; tf32, 4
+  // to 64 rows against 28672 columns, 1.03–1.30× on an H200: session 53). More 128×256 tiles than
+  // SMs keep them, and stream-K over their last round (not measured against 64×256 tiles).
+  const bool one_row = (sixteen_bit(p) || tf32_can_split(p)) && narrow_m == 1 && wide <= sms;
   shape.consumers = wide < sms / 2 || one_row ? 1 : 2;
   shape.tile_rule = wide < sms / 2 ? TileRule::kNarrow
                     : one_row      ? TileRule::kOneRowNarrow
@@ -824,8 +835,15 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     for (int i = many ? 0 : 1; i < 2; ++i) {
       const int64_t max_shares = max_shares_tried[i];
       const int64_t shares = equal_shares(dealt, max_shares);
-      const bool few_ok = narrow_m >= kTf32DealtMinNarrowRows && shares >= kMinShares &&
-                          shares <= kMaxShares && k_tiles >= shares * kTf32DealtMinShareKTiles;
+      const bool rows_ok =
+          narrow_m >= kTf32DealtMinNarrowRows ||
+          (narrow_m == kTf32DealtOneRowNarrowRows && shares >= kTf32DealtOneRowMinShares);
+      const int64_t share_k_tiles =
+          narrow_m >= kTf32DealtMinNarrowRows && shares == kTf32DealtThreeShares
+              ? kTf32DealtThreeSharesMinShareKTiles
+              : kTf32DealtMinShareKTiles;
+      const bool few_ok = rows_ok && shares >= kMinShares && shares <= kMaxShares &&
+                          k_tiles >= shares * share_k_tiles;
       const bool many_ok = many && shares > kMaxShares && shares <= kTf32DealtMaxShares;
       if ((few_ok || many_ok) && deals_every_turn(dealt)) {
         dealt.stream_k_max_shares = static_cast<int>(max_shares);
@@ -1372,9 +1390,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     case TileRule::kOneRowNarrow:
       r.tile = "64x256, one consumer warpgroup: " + no_wide +
-               (can_split(p) ? ", and the " + str(s.small_tiles) + " tiles of 64x128 would not fit "
-                               "in one wave"
-                             : std::string(" (fused row sums follow 256-column tiles)"));
+               (can_split(p)                 ? ", and the " + str(s.small_tiles) +
+                                                   " tiles of 64x128 would not fit in one wave"
+                : p.dtype == DType::kFloat32 ? std::string(" (tf32's 128-column tiles are 3xTF32's "
+                                                           "alone)")
+                                             : std::string(" (fused row sums follow 256-column tiles)"));
       break;
     case TileRule::kSmallStreamK:
       r.tile = "64x128, one consumer warpgroup: " + no_wide + "; one row of " +
@@ -1466,6 +1486,14 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                     ? "up to " + str(kTf32DealtMaxShares) + " shares where the 64x256 tiles " +
                           "would fill at most half the SMs, with " +
                           str(kTf32DealtManySharesMinKTiles) + " k-tiles or more"
+                : ceil_div(p.M, kWgmmaNarrowBlockM) == kTf32DealtOneRowNarrowRows
+                    ? str(kTf32DealtOneRowMinShares) + " to " + str(kMaxShares) + " shares of " +
+                          str(kTf32DealtMinShareKTiles) + " k-tiles or more in one row of " +
+                          "128-row tiles, whose 64x256 tiles would read B twice"
+                : shares == kTf32DealtThreeShares &&
+                        plan.k_tiles < shares * kTf32DealtMinShareKTiles
+                    ? str(kTf32DealtThreeShares) + " shares of " +
+                          str(kTf32DealtThreeSharesMinShareKTiles) + " k-tiles or more"
                     : str(kMinShares) + " to " + str(kMaxShares) + " shares of " +
                           str(kTf32DealtMinShareKTiles) + " k-tiles or more") +
                "; see stream_k)";
