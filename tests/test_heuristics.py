@@ -524,9 +524,10 @@ def test_tf32_128x256_tiles_take_stream_k():
 
 # tf32 products of more than 192 rows whose 64x256 tiles leave half the SMs idle take 128x256
 # tiles with every turn dealt out, where the turns split in 2 to 4 equal shares of 40 k-tiles or
-# more, or 3 of 24 or more: 512x2560 (40 turns on 120 blocks, 3 shares), 256x5632 (44 on all
-# 132), 1024x2048 (64 on 128), 500x2500 (edges), 512x2560x2560 and 256x5632x3072 (3 shares of 26
-# and 32 k-tiles). At 128 rows (one row of 128-row tiles) in 3 or 4 shares of 40 k-tiles or more:
+# more, or (one matrix) 3 of 26 or more: 512x2560 (40 turns on 120 blocks, 3 shares), 256x5632
+# (44 on all 132), 1024x2048 (64 on 128), 500x2500 (edges), 512x2560x2560 and 256x5632x3072 (3
+# shares of 26 and 32 k-tiles). At 128 rows of one matrix (one row of 128-row tiles) in 3 or 4
+# shares of 40 k-tiles or more:
 # 128x5120 (20 turns on 80 blocks), 128x11008 (43 on 129), 128x8192x5120 (32 on 128, shares of
 # 40). In up to 8 shares from 128 rows where the 64x256 tiles' blocks fill at most half the SMs,
 # the shares take more blocks and K has 160 k-tiles or more: 16 turns on 128 blocks (256x2048,
@@ -552,6 +553,10 @@ def test_tf32_few_tiles_take_128x256_tiles_in_equal_shares(M, N, K, blocks):
     assert p["stream_k"] and p["stream_k_turns"] == p["turns"] and p["grid"] == blocks, p
     shares = blocks // p["turns"]
     assert f"split in {shares} equal shares" in p["why"]["tile"]
+    if M == 128 and shares <= 4:
+        assert "3 to 4 shares of 40 k-tiles or more in one row of 128-row tiles" in p["why"]["tile"]
+    if shares == 3 and p["K"] < 3 * 40 * 32:
+        assert "3 shares of 26 k-tiles or more" in p["why"]["tile"]
     assert_stream_k_grid(p, max_shares=8)
     assert p["workspace_bytes"] >= SMS * 128 * 256 * 4
     assert_supported(p, FP32)
@@ -572,6 +577,11 @@ def test_tf32_few_tiles_take_128x256_tiles_in_equal_shares(M, N, K, blocks):
     ("shares of 32 k-tiles", 512, 2048, 4096, {}),   # 32 turns in 4 shares (128 blocks)
     ("4 shares of 24 k-tiles", 512, 2048, 3072, {}),
     ("3 shares of 21 k-tiles", 512, 2560, 2048, {}),  # 40 turns on 120 blocks
+    ("3 shares of 25 k-tiles", 512, 2560, 2400, {}),
+    ("3 shares of 32 k-tiles at 128 rows", 128, 11008, 3072, {}),  # 43 turns
+    ("192 rows", 192, 5120, 28672, {}),
+    ("one row of 128-row tiles, a batch", 128, 5120, 28672, {"batch": 2}),
+    ("3 shares of 26 k-tiles, a batch", 256, 2560, 2560, {"batch": 2}),  # 40 turns
     ("8 shares, 128 k-tiles", 256, 2048, 4096, {}),
     ("8 shares on 64 blocks", 256, 1024, 8192, {}),
     ("under 128 rows", 100, 4096, 8192, {}),
@@ -638,8 +648,15 @@ def test_at_most_64_rows_take_64_row_tiles(M, N, K, dtype):
     if dtype == FP32:
         assert "3xTF32" in p["why"]["tile"] and "row sums" not in p["why"]["tile"]
     assert_supported(p, dtype)
-    assert tuple(plan(M, N, K, dtype=FP32, three_tf32=True)["tile"]) != (64, 256)
     assert tuple(plan(65, N, K, dtype=dtype)["tile"]) == (128, 256)
+
+
+# tf32 at exactly half a round of 128x256 tiles (66 on 132 SMs) keeps them: there its 64x256 tiles
+# would be split in 2 (not measured).
+def test_tf32_half_a_round_of_tiles_keeps_128_row_tiles():
+    p = plan(64, 66 * 256, 4096, dtype=FP32)
+    assert tuple(p["tile"]) == (128, 256) and p["consumers"] == 2 and p["split_k"] == 1, p
+    assert tuple(plan(64, 67 * 256, 4096, dtype=FP32)["tile"]) == (64, 256)
 
 
 def test_at_most_64_rows_keep_128x256_tiles_beyond_one_round():
@@ -1268,7 +1285,7 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (64, 2048, 256, FP32, 90, True, 1, "multistage"),     # 8, too short a K to split: the CUDA cores
     (64, 2048, 2048, FP32, 90, True, 1, "wgmma_sm90"),    # 8 tiles split in 8
     (96, 2048, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 tiles of 64x256 split in 4
-    (64, 28672, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # 112: the plan's 128-row tiles
+    (64, 28672, 4096, FP32, 90, True, 1, "wgmma_sm90"),   # 112 tiles: the plan's 64x256 ones
     (64, 14336, 4096, FP32, 90, True, 4096, "multistage"),  # B's columns not contiguous
     (64, 14336, 4096, FP32, 90, False, 1, "multistage"),  # TF32 off
     (4096, 4096, 4096, FP32, 90, False, 1, "multistage"),

@@ -25,7 +25,8 @@ constexpr int64_t kThreeTf32SmsPerTile = 4;
 // tf32 with fewer than 128 rows, past the tf32 decode's bounds, against a weight (B K-major, a
 // linear's forward): wgmma_sm90 where B spans at least kTf32FewRowsMinColumnTiles of its
 // 256-column tiles: there it streamed the weight faster than the CUDA cores multiply (on 64-row
-// tiles, and on the 128-row tiles the plan takes from 66 column tiles on), and with 8 or 4 column
+// tiles, and on the 128-row tiles the plan took from 66 column tiles on before session 53's 64×256
+// one-row tiles), and with 8 or 4 column
 // tiles it did not (benchmarks/NOTES.md, sessions 25 and 31); and where its plan splits K (few
 // 64×256 tiles), spreading the weight over more SMs than the unsplit tiles measured on (not yet
 // measured against the CUDA cores).

@@ -320,16 +320,18 @@ bool equal_shares_allowed(const Overrides& o) {
 // 0.84–1.19; with shares of 32 k-tiles 0.95–1.06, of 16–24 0.80–0.96.
 constexpr int64_t kTf32DealtMinNarrowRows = 4;
 constexpr int64_t kTf32DealtMinShareKTiles = 40;
-// One row of 128-row tiles (128 rows), whose 64×256 tiles (split or not) read B twice, takes them
+// One row of 128-row tiles (128 rows; one matrix), whose 64×256 tiles read B once a 64-row tile
+// (from L2 twice where split, unpaired; into both blocks' shared memory where paired), takes them
 // too in kTf32DealtOneRowMinShares to kMaxShares shares of kTf32DealtMinShareKTiles; past 192
-// rows, 3 shares need only kTf32DealtThreeSharesMinShareKTiles each. Measured (H200, session 53,
+// rows, 3 shares of one matrix need only kTf32DealtThreeSharesMinShareKTiles each (the shortest
+// measured: 80 k-tiles in 3). Measured (H200, session 53,
 // forced against the plan over the 79 worst tf32 forwards at 128–512 rows): at 128 rows 4 shares
 // of 48–217 k-tiles 1.04–1.30×, 3 of 43–85 1.08–1.18×, 4 of 24 0.89×, 2 of 40–48 0.97–0.98×; past
 // 192 rows 3 shares of 27–32 k-tiles 1.14–1.20×, 4 of 16 0.86×.
 constexpr int64_t kTf32DealtOneRowNarrowRows = 2;
 constexpr int64_t kTf32DealtOneRowMinShares = 3;
 constexpr int64_t kTf32DealtThreeShares = 3;
-constexpr int64_t kTf32DealtThreeSharesMinShareKTiles = 24;
+constexpr int64_t kTf32DealtThreeSharesMinShareKTiles = 26;
 // And in up to kTf32DealtMaxShares shares, from 128 rows, where the 64×256 tiles' blocks (split or
 // not) would fill at most half the SMs, with K's kTf32DealtManySharesMinKTiles or more: 16 turns
 // of 128×256 tiles (256 rows against 2048 columns, 128 against 4096, 512 against 1024), whose
@@ -647,9 +649,11 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   // fill half the SMs, up to one round of them: a 128-row tile would be half empty rows, its second
   // consumer's wgmmas and B's second pass through shared memory for nothing (64×256 measured
   // faster on an H100 and an H200 on one round, 16-bit: benchmarks/NOTES.md, session 27; tf32, 4
-  // to 64 rows against 28672 columns, 1.03–1.30× on an H200: session 53). More 128×256 tiles than
-  // SMs keep them, and stream-K over their last round (not measured against 64×256 tiles).
-  const bool one_row = (sixteen_bit(p) || tf32_can_split(p)) && narrow_m == 1 && wide <= sms;
+  // to 64 rows against 28672 columns, 1.03–1.30× on an H200: session 53; tf32 only past half a
+  // round, where its 64×256 tiles would not be split). More 128×256 tiles than SMs keep them, and
+  // stream-K over their last round (not measured against 64×256 tiles).
+  const bool one_row = narrow_m == 1 && wide <= sms &&
+                       (sixteen_bit(p) || (tf32_can_split(p) && wide * 2 > sms));
   shape.consumers = wide < sms / 2 || one_row ? 1 : 2;
   shape.tile_rule = wide < sms / 2 ? TileRule::kNarrow
                     : one_row      ? TileRule::kOneRowNarrow
@@ -835,11 +839,11 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     for (int i = many ? 0 : 1; i < 2; ++i) {
       const int64_t max_shares = max_shares_tried[i];
       const int64_t shares = equal_shares(dealt, max_shares);
-      const bool rows_ok =
-          narrow_m >= kTf32DealtMinNarrowRows ||
-          (narrow_m == kTf32DealtOneRowNarrowRows && shares >= kTf32DealtOneRowMinShares);
+      const bool rows_ok = narrow_m >= kTf32DealtMinNarrowRows ||
+                           (narrow_m == kTf32DealtOneRowNarrowRows && p.batch == 1 &&
+                            shares >= kTf32DealtOneRowMinShares);
       const int64_t share_k_tiles =
-          narrow_m >= kTf32DealtMinNarrowRows && shares == kTf32DealtThreeShares
+          narrow_m >= kTf32DealtMinNarrowRows && p.batch == 1 && shares == kTf32DealtThreeShares
               ? kTf32DealtThreeSharesMinShareKTiles
               : kTf32DealtMinShareKTiles;
       const bool few_ok = rows_ok && shares >= kMinShares && shares <= kMaxShares &&
@@ -1489,7 +1493,7 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                 : ceil_div(p.M, kWgmmaNarrowBlockM) == kTf32DealtOneRowNarrowRows
                     ? str(kTf32DealtOneRowMinShares) + " to " + str(kMaxShares) + " shares of " +
                           str(kTf32DealtMinShareKTiles) + " k-tiles or more in one row of " +
-                          "128-row tiles, whose 64x256 tiles would read B twice"
+                          "128-row tiles, each reading B once for its 128 rows"
                 : shares == kTf32DealtThreeShares &&
                         plan.k_tiles < shares * kTf32DealtMinShareKTiles
                     ? str(kTf32DealtThreeShares) + " shares of " +
