@@ -6,6 +6,7 @@ whose logits and 50-step AdamW loss curves match the unswapped copies."""
 from __future__ import annotations
 
 import copy
+import re
 from typing import Callable
 
 import pytest
@@ -106,6 +107,42 @@ def test_backends_share_parameters_and_state_dict():
         MultiHeadAttention(EMBED_DIM, NUM_HEADS, backend="cuda")
     with pytest.raises(ValueError, match="not a multiple of num_heads"):
         MultiHeadAttention(EMBED_DIM, 5)
+
+
+@pytest.mark.parametrize(
+    "make, error, message",
+    [
+        (lambda: MultiHeadAttention(EMBED_DIM, 0), ValueError, "embed_dim and num_heads must be positive, got 64 and 0"),
+        (lambda: MultiHeadAttention(EMBED_DIM, -2), ValueError, "must be positive"),
+        (lambda: MultiHeadAttention(0, 4), ValueError, "must be positive"),
+        (lambda: MultiHeadAttention(EMBED_DIM, 4, backend="gemm", kernel="nope"), ValueError,
+         "MultiHeadAttention: kernel 'nope' is not a kernel of this build"),
+        (lambda: MultiHeadAttention(EMBED_DIM, 4, kernel="nope"), ValueError,
+         "MultiHeadAttention: kernel 'nope'"),
+    ],
+    ids=["no_heads", "negative_heads", "no_width", "bad_kernel", "bad_kernel_torch_backend"],
+)
+def test_attention_block_bad_arguments(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
+@pytest.mark.parametrize("shape", [(7, EMBED_DIM), (2, 7, EMBED_DIM + 1), (1, 2, 7, EMBED_DIM)])
+def test_attention_block_names_the_input_it_takes(shape):
+    block = MultiHeadAttention(EMBED_DIM, NUM_HEADS)
+    with pytest.raises(ValueError, match=r"x must be \(batch, tokens, embed_dim=64\), got " + re.escape(str(shape))):
+        block(torch.randn(shape))
+
+
+def test_float64_decoder_keeps_float64_loss():
+    config = DecoderConfig(vocab_size=32, hidden_size=16, num_heads=4, max_seq_len=8, num_layers=1,
+                           intermediate_size=24)
+    model = TinyDecoder(config, dtype=torch.float64)
+    ids = torch.randint(0, 32, (2, 8))
+    out = model(ids, ids)
+    assert out.logits.dtype == out.loss.dtype == torch.float64
+    bf16 = TinyDecoder(config, dtype=torch.bfloat16)(ids, ids)
+    assert bf16.logits.dtype == torch.bfloat16 and bf16.loss.dtype == torch.float32
 
 
 # ---------------------------------------------------------------------------------------------

@@ -192,7 +192,17 @@ def test_from_linear_shares_parameters(device, bias):
         ("transformer.h.0.self_attention.dense", True),  # Falcon, BLOOM
         ("gpt_neox.layers.0.mlp.dense_h_to_4h", False),
         ("encoder.block.0.layer.0.SelfAttention.q", True),  # T5
+        ("encoder.block.0.layer.0.SelfAttention.o", True),
+        ("encoder.block.0.layer.1.DenseReluDense.wo", False),  # T5's MLP output
+        ("decoder.block.0.layer.2.DenseReluDense.wi_0", False),
         ("layers.0.attention.wq", True),  # Meta's Llama
+        ("layers.0.attention.wo", True),
+        ("layers.0.feed_forward.w2", False),
+        ("backbone.layers.0.mixer.in_proj", False),  # Mamba's SSM block
+        ("backbone.layers.0.mixer.out_proj", False),
+        ("out_proj", True),  # an attention block swapped by itself
+        ("model.layers.0.self_attn.dense", True),  # Phi-1/2's attention output
+        ("model.layers.0.mlp.fc2", False),
         ("transformer.blocks.0.attn.Wqkv", True),  # MPT
         ("transformer.h.0.attn.c_attn", True),  # GPT-2 (a Conv1D there, so not swapped in practice)
         ("transformer.h.0.attn.c_proj", False),  # c_proj is also the MLP's name in GPT-2
@@ -282,13 +292,27 @@ def test_linear_subclasses_are_left_alone():
          "swap_linear: kernel 'bogus' is not a kernel of this build; known: auto, "),
         (lambda: Linear(2, 2, kernel="bogus"), ValueError,
          r"torch_gemm.nn.Linear: kernel 'bogus' is not a kernel of this build; known: auto, .*blocked"),
+        (lambda: Linear.from_linear(torch.nn.utils.parametrizations.weight_norm(nn.Linear(4, 3))), TypeError,
+         r"Linear.from_linear: linear is parametrized .* remove the parametrization first"),
     ],
     ids=["dict", "tensor", "unswap_list", "filter_and_all", "filter_not_callable", "kernel_not_str",
-         "swap_kernel_unknown", "linear_kernel_unknown"],
+         "swap_kernel_unknown", "linear_kernel_unknown", "from_parametrized"],
 )
 def test_bad_arguments(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+# The ops' aliases ("smem" for smem32) are kernels the modules take too, where the build has them.
+def test_modules_take_the_ops_aliases():
+    names = {row["name"] for row in torch_gemm.kernel_table()}
+    for alias, name in torch_gemm.ops._ALIASES.items():
+        if name not in names:
+            with pytest.raises(ValueError, match=f"kernel {alias!r} is not a kernel of this build"):
+                Linear(2, 2, kernel=alias)
+            continue
+        assert Linear(2, 2, kernel=alias).kernel == alias
+        assert swap_linear(nn.Linear(2, 2), kernel=alias, all_linear=True).kernel == alias
 
 
 def test_swap_that_swaps_nothing_warns_and_names_the_candidates():

@@ -42,6 +42,13 @@ def test_bad_mode_names_the_call_and_the_modes(mode):
         torch_gemm.set_fp32_precision(mode)
 
 
+@pytest.mark.parametrize("mode", [None, 3, b"ieee"])
+def test_mode_of_another_type_is_a_type_error(mode):
+    with pytest.raises(TypeError, match=r"set_fp32_precision: mode must be a str, one of \('ieee', '3xtf32'\)"):
+        torch_gemm.set_fp32_precision(mode)
+    assert torch_gemm.get_fp32_precision() == "ieee"
+
+
 @pytest.mark.parametrize("M, N, K, dtype, sm, allow_tf32, three_tf32, expected", [
     (4096, 4096, 4096, "float32", 90, False, True, KERNEL),
     (4096, 4096, 4096, "float32", 90, False, False, "multistage"),   # the default: IEEE float32

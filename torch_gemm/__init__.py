@@ -11,7 +11,7 @@ autocast). Use the op directly or through the wrappers here::
 import torch  # noqa: F401  (the extension needs torch's libraries loaded first)
 
 from torch_gemm import _C  # noqa: F401  (registers the gemm ops)
-from torch_gemm import distributed, nn  # noqa: F401  (torch_gemm.nn.Linear; DTensor strategies)
+from torch_gemm import attention, distributed, nn  # noqa: F401  (nn.Linear; DTensor strategies)
 from torch_gemm.build import build_info, describe_build, warn_if_cuda_kernels_missing
 from torch_gemm.nn import swap_linear, unswap_linear
 from torch_gemm.ops import (
@@ -23,6 +23,7 @@ from torch_gemm.version import __version__
 
 __all__ = [
     "__version__",
+    "attention",
     "available_kernels",
     "build_info",
     "bmm_tiled",

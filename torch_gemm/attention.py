@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torch_gemm.nn import Linear, swap_linear
+from torch_gemm.nn import Linear, _checked_kernel, swap_linear
 
 __all__ = [
     "BACKENDS",
@@ -65,10 +65,15 @@ class MultiHeadAttention(nn.Module):
         dtype: Optional[torch.dtype] = None,
     ) -> None:
         super().__init__()
+        if num_heads <= 0 or embed_dim <= 0:
+            raise ValueError(
+                f"MultiHeadAttention: embed_dim and num_heads must be positive, got {embed_dim} and {num_heads}"
+            )
         if embed_dim % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: embed_dim {embed_dim} is not a multiple of num_heads {num_heads}")
         if backend not in BACKENDS:
             raise ValueError(f"MultiHeadAttention: backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        kernel = _checked_kernel("MultiHeadAttention", kernel)
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
         self.fused_qkv, self.causal, self.dropout = fused_qkv, causal, dropout
         factory = {"device": device, "dtype": dtype}
@@ -91,6 +96,10 @@ class MultiHeadAttention(nn.Module):
         """``x``: (B, T, C). ``attn_mask``: optional, broadcastable to (B, H, T, T); boolean
         (True = may attend) or additive float, as for ``scaled_dot_product_attention``. With
         ``causal`` it is combined with the causal mask. Returns (B, T, C)."""
+        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
+            raise ValueError(
+                f"MultiHeadAttention: x must be (batch, tokens, embed_dim={self.embed_dim}), got {tuple(x.shape)}"
+            )
         batch, tokens, _ = x.shape
         if self.fused_qkv:
             q, k, v = self.qkv_proj(x).split(self.embed_dim, dim=-1)
@@ -226,5 +235,7 @@ class TinyDecoder(nn.Module):
         logits = self.lm_head(self.norm(x))
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)
+            # 16-bit logits are summed in float32; float32 and float64 ones as they are.
+            wide = logits.to(torch.promote_types(logits.dtype, torch.float32))
+            loss = F.cross_entropy(wide[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)
         return DecoderOutput(logits, loss)

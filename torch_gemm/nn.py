@@ -77,6 +77,12 @@ class Linear(torch.nn.Linear):
         hooks and identity."""
         if not isinstance(linear, torch.nn.Linear):
             raise TypeError(f"Linear.from_linear: expected a torch.nn.Linear, got {type(linear).__name__}")
+        if torch.nn.utils.parametrize.is_parametrized(linear):
+            raise TypeError(
+                "Linear.from_linear: linear is parametrized (torch.nn.utils.parametrize, e.g. weight_norm): "
+                "its weight is computed at each call, not a Parameter to share; remove the "
+                "parametrization first (parametrize.remove_parametrizations)"
+            )
         # Built on the meta device: the initialization nn.Linear runs allocates and costs nothing
         # there, and the placeholders are replaced right away.
         new = cls(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta",
@@ -108,20 +114,35 @@ ATTENTION_PROJECTION_NAMES = frozenset(
     )
 )
 
+# Names that other blocks use too, which count only inside an attention module (a parent whose
+# name holds "attn" or "attention", or none: a block passed by itself): T5's MLP output is
+# ``DenseReluDense.wo`` (its attention's ``SelfAttention.o``), Mamba's mixer has ``in_proj`` and
+# ``out_proj``.
+AMBIGUOUS_PROJECTION_NAMES = frozenset(("wo", "in_proj", "out_proj"))
+
+
+def _in_attention(parent: str) -> bool:
+    return "attn" in parent or "attention" in parent
+
 
 def is_attention_projection(name: str, module: torch.nn.Module) -> bool:
     """swap_linear's default filter: True for the qualified module name of an attention
-    projection. The last name component is looked up in :data:`ATTENTION_PROJECTION_NAMES`;
-    a ``dense`` layer counts when its parent is an attention module (GPT-NeoX's
-    ``attention.dense``, Falcon's ``self_attention.dense``) or BERT's ``attention.output``
-    (``…attention.output.dense``; the MLP's ``output.dense`` beside it does not count)."""
+    projection. The last name component is looked up in :data:`ATTENTION_PROJECTION_NAMES`
+    (``wo``, ``in_proj`` and ``out_proj`` only under an attention module, whose name holds
+    ``attn`` or ``attention``, or at the top: T5's ``DenseReluDense.wo`` and Mamba's
+    ``mixer.out_proj`` are not attention); a ``dense`` layer counts when its parent is an
+    attention module (GPT-NeoX's ``attention.dense``, Falcon's ``self_attention.dense``, Phi's
+    ``self_attn.dense``) or BERT's ``attention.output`` (``…attention.output.dense``; the MLP's
+    ``output.dense`` beside it does not count)."""
     parts = name.lower().split(".")
+    parent = parts[-2] if len(parts) >= 2 else ""
+    if parts[-1] in AMBIGUOUS_PROJECTION_NAMES:
+        return len(parts) == 1 or _in_attention(parent)
     if parts[-1] in ATTENTION_PROJECTION_NAMES:
         return True
     if parts[-1] == "dense" and len(parts) >= 2:
-        parent = parts[-2]
         grandparent = parts[-3] if len(parts) >= 3 else ""
-        return "attention" in parent or (parent == "output" and "attention" in grandparent)
+        return _in_attention(parent) or (parent == "output" and "attention" in grandparent)
     return False
 
 
@@ -135,7 +156,7 @@ def _checked_kernel(fn: str, kernel: object) -> str:
     if not isinstance(kernel, str):
         raise TypeError(f"{fn}: kernel must be a str such as 'auto', got {type(kernel).__name__}")
     known = ["auto"] + sorted({row["name"] for row in ops.kernel_table()})
-    if kernel not in known:
+    if ops._ALIASES.get(kernel, kernel) not in known:
         raise ValueError(
             f"{fn}: kernel {kernel!r} is not a kernel of this build; known: {', '.join(known)} "
             "(torch_gemm.available_kernels(device, dtype) lists those for a device and dtype)"

@@ -18,6 +18,8 @@ def set_fp32_precision(mode: str) -> None:
     outnumber a quarter of the SMs, on ``wgmma_sm90_3xtf32`` wherever torch does not allow TF32
     (where it does, TF32 as torch's own matmuls); smaller ones stay IEEE float32 on the CUDA
     cores. Read at every call, so compiled graphs and CUDA graphs captured later follow it."""
+    if not isinstance(mode, str):
+        raise TypeError(f"set_fp32_precision: mode must be a str, one of {MODES}, got {type(mode).__name__}")
     if mode not in MODES:
         raise ValueError(f"set_fp32_precision: mode must be one of {MODES}, got {mode!r}")
     _C.set_fp32_precision(mode)
