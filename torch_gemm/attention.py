@@ -96,10 +96,10 @@ class MultiHeadAttention(nn.Module):
         """``x``: (B, T, C). ``attn_mask``: optional, broadcastable to (B, H, T, T); boolean
         (True = may attend) or additive float, as for ``scaled_dot_product_attention``. With
         ``causal`` it is combined with the causal mask. Returns (B, T, C)."""
-        if x.dim() != 3 or x.shape[-1] != self.embed_dim:
-            raise ValueError(
-                f"MultiHeadAttention: x must be (batch, tokens, embed_dim={self.embed_dim}), got {tuple(x.shape)}"
-            )
+        # Only the rank is checked: under tensor parallelism x keeps the full width while
+        # embed_dim and num_heads are set to a rank's share of the heads.
+        if x.dim() != 3:
+            raise ValueError(f"MultiHeadAttention: x must be (batch, tokens, width), got {tuple(x.shape)}")
         batch, tokens, _ = x.shape
         if self.fused_qkv:
             q, k, v = self.qkv_proj(x).split(self.embed_dim, dim=-1)
