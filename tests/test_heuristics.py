@@ -39,8 +39,11 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     sixteen_bit = dtype != FP32
     tile, split, cluster = tuple(p["tile"]), p["split_k"], p["cluster"]
     slim = {(128, 80), (128, 96), (128, 160)}
-    sixteen_bit_tiles = {(64, 128), (128, 128), (128, 192), (64, 64)} | slim
-    assert tile in {(128, 256), (64, 256)} | (sixteen_bit_tiles if sixteen_bit else set()), p
+    # tf32 (without row sums) shares the 128- and 64-column tiles; 192-column and slim are 16-bit's.
+    narrow_tiles = {(64, 128), (128, 128), (64, 64)}
+    sixteen_bit_tiles = narrow_tiles | {(128, 192)} | slim
+    tf32_tiles = set() if row_sum else narrow_tiles
+    assert tile in {(128, 256), (64, 256)} | (sixteen_bit_tiles if sixteen_bit else tf32_tiles), p
     assert p["consumers"] == tile[0] // 64
     assert split in (1, 2, 4, 8) and cluster in (1, 2)
     groups = p["split_groups"]
@@ -50,11 +53,9 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
         assert p["workspace_bytes"] >= (groups - 1) * p["tiles"] * tile[0] * tile[1] * 4, p
     if split > 1:
         assert cluster == 1, p
-        if sixteen_bit:
-            assert tile == (64, 128) or (tile == (128, 256) and split == 2) or (
-                tile == (128, 128) and split in (2, 4)), p
-        else:
-            assert tile == (64, 256) and not row_sum, p
+        assert not row_sum, p
+        assert tile == (64, 128) or (tile == (128, 128) and split in (2, 4)) or (
+            tile == ((128, 256) if sixteen_bit else (64, 256)) and split in ((2,) if sixteen_bit else (2, 4, 8))), p
         # Owned columns that are not whole 128-byte boxes leave from registers.
         if tile[1] // split * (2 if sixteen_bit else 4) % 128 != 0:
             assert p["store"] == "registers", p
@@ -68,15 +69,11 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     if p["stream_k"]:
         assert split == 1 and p["stream_k_turns"] > 0, p
         assert p["stream_k_turns"] <= p["turns"]
-        # 128x256 tiles; or, every turn dealt out, 16-bit 128x128 tiles or 64x128 tiles (one row
-        # of them, or forced ones, single or paired), tf32 one row of unpaired 64x256 tiles.
+        # 128x256 tiles; or, every turn dealt out, 128x128 tiles or 64x128 tiles (one row of them,
+        # or forced ones, single or paired), tf32 one row of unpaired 64x256 tiles.
         every_turn = p["stream_k_turns"] == p["turns"]
-        if sixteen_bit:
-            assert tile == (128, 256) or (tile == (128, 128) and every_turn) or (
-                tile == (64, 128) and every_turn), p
-        else:
-            assert tile == (128, 256) or (
-                tile == (64, 256) and p["M"] <= 64 and cluster == 1 and every_turn), p
+        assert tile == (128, 256) or (tile in {(128, 128), (64, 128)} and every_turn) or (
+            not sixteen_bit and tile == (64, 256) and p["M"] <= 64 and cluster == 1 and every_turn), p
     if row_sum:
         assert tile[1] == 256 and split == 1, p
     if dtype == FP32:
@@ -730,7 +727,13 @@ def test_tf32_split_not_on_many_tiles_nor_3xtf32_nor_forced_unsplit():
     assert p["split_k"] == 8 and "forced" in p["why"]["tile"]
     assert_override_did_not_take(plan(256, 1024, 4096, dtype=BF16, shape="1x8"),  # tf32's
                                  plan(256, 1024, 4096, dtype=BF16))
-    assert plan(256, 1024, 4096, dtype=FP32, shape="1x4x128")["split_k"] == 1  # 16-bit's 128 columns
+    # tf32 takes the 128- and 64-column tiles too (not 2x2 or 2x1x192: whole 128×256 tiles).
+    p = plan(256, 1024, 4096, dtype=FP32, shape="1x4x128")
+    assert (tuple(p["tile"]), p["split_k"]) == ((64, 128), 4) and "forced" in p["why"]["tile"]
+    assert tuple(plan(256, 1024, 4096, dtype=FP32, shape="1x1x64")["tile"]) == (64, 64)
+    for shape in ("2x2", "2x1x192"):
+        p = plan(256, 1024, 4096, dtype=FP32, shape=shape)
+        assert (tuple(p["tile"]), p["split_k"]) == ((128, 256), 1), shape
 
 
 def test_128x128_where_64x128_tiles_would_not_fit_in_a_wave():
@@ -917,16 +920,19 @@ def test_invalid_forced_shape_is_ignored(shape):
         assert (p["tile"], p["split_k"], p["cluster"]) == (q["tile"], q["split_k"], q["cluster"])
 
 
-def test_forced_shape_keeps_tf32_and_row_sums_on_256_columns():
-    assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="1x1x128")["tile"]) == (64, 256)
+def test_forced_shape_keeps_row_sums_on_256_columns():
+    # tf32 takes the forced 128- and 64-column tiles, not 128x192 ones; row sums neither.
+    assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="1x1x128")["tile"]) == (64, 128)
     p = plan(4096, 4096, 4096, row_sum=True, shape="2x2")
     assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 1
     assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="2x1x192")["tile"]) == (128, 256)
     assert tuple(plan(4096, 4096, 4096, row_sum=True, shape="2x1x192")["tile"]) == (128, 256)
-    assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="1x1x64")["tile"]) == (128, 256)
+    assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="1x1x64")["tile"]) == (64, 64)
     assert tuple(plan(4096, 4096, 4096, row_sum=True, shape="1x1x64")["tile"]) == (128, 256)
-    for shape in ("2x2x128", "2x4x128"):  # 128x128 split tiles: 16-bit without row sums only
-        assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape=shape)["tile"]) == (128, 256)
+    assert tuple(plan(4096, 4096, 4096, dtype=FP32, row_sum=True, shape="1x1x64")["tile"]) == (128, 256)
+    for shape in ("2x2x128", "2x4x128"):  # 128x128 split tiles: without row sums only
+        p = plan(4096, 4096, 4096, dtype=FP32, shape=shape)
+        assert tuple(p["tile"]) == (128, 128) and p["split_k"] == int(shape[2])
         p = plan(4096, 4096, 4096, row_sum=True, shape=shape)
         assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 1
 
@@ -1214,7 +1220,8 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
                  dict(shape="2x1x192", cluster="1"), dict(shape="2x1x80"), dict(shape="2x1x96", cluster="1"),
                  dict(shape="2x1x160"), dict(shape="2x1x160", cluster="1"),
                  dict(shape="2x2x128"), dict(shape="2x4x128"), dict(shape="1x1x64"),
-                 dict(shape="1x1x64", cluster="1")]
+                 dict(shape="1x1x64", cluster="1"), dict(tf32_plan="sixteen_bit"),
+                 dict(tf32_plan="sixteen_bit", stream_k="3"), dict(shape="1x8x128x2")]
     for (a_k, b_k), extra, override in itertools.product(layouts, extras, overrides):
         p = plan(M, N, K, dtype=dtype, sm_count=sm_count, a_k_major=a_k, b_k_major=b_k, **extra, **override)
         assert p["refused"] is None

@@ -561,6 +561,65 @@ def test_wgmma_tf32_split_by_the_plan():
     check_wgmma_under_env("tf32_split_plan", shapes, ["contiguous", "b_t"], {}, script)
 
 
+# tf32's 64×128 and 128×128 tiles (whole, or split along K in 2, 4 or 8) and 64×64 tiles forced
+# (TORCH_GEMM_WGMMA_SHAPE=1xSx128, 2xSx128, 1x1x64), A through registers as on its 256-column
+# tiles: the shapes and checks of the 64×256 split above, each tile and split checked to have run;
+# with C from registers (TORCH_GEMM_WGMMA_STORE=registers), and the whole tiles also unpaired
+# (TORCH_GEMM_WGMMA_CLUSTER=1).
+TF32_NARROW_TILES = ["1x1x128", "1x2x128", "1x4x128", "1x8x128", "1x8x128x2", "2x1x128",
+                     "2x2x128", "2x4x128", "1x1x64"]
+TF32_TILE_CHECK = """\
+        assert tuple(torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["tile"]) == TILE
+"""
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape", TF32_NARROW_TILES)
+@pytest.mark.parametrize("env", ["pairs", "single", "registers"])
+def test_wgmma_tf32_forced_narrow_tiles(shape, env):
+    fields = [int(f) for f in shape.split("x")]
+    if env == "single" and fields[1] > 1:
+        pytest.skip("split tiles run in clusters of their slices, never paired")
+    overrides = {"TORCH_GEMM_WGMMA_SHAPE": shape}
+    if env == "single":
+        overrides["TORCH_GEMM_WGMMA_CLUSTER"] = "1"
+    if env == "registers":
+        overrides["TORCH_GEMM_WGMMA_STORE"] = "registers"
+    tile = repr((64 * fields[0], fields[2]))
+    check = TF32_TILE_CHECK.replace("TILE", tile)
+    script = TF32_SPLIT_SCRIPT.replace("{split!r}", repr(fields[1]))
+    script = script.replace("        out = torch_gemm.mm_tiled(a, b, kernel=\"wgmma_sm90\")\n",
+                            check + "        out = torch_gemm.mm_tiled(a, b, kernel=\"wgmma_sm90\")\n", 1)
+    script = with_groups_check(script, shape, "torch.float32")
+    check_wgmma_under_env(f"tf32_narrow {shape} {env}", TF32_SPLIT_SHAPES, LAYOUTS, overrides, script)
+
+
+# tf32 under the 16-bit products' tile rules (TORCH_GEMM_WGMMA_TF32_PLAN=sixteen_bit): the plan's
+# 64×128 tiles split in 8, 4 and 2 and dealt out in pairs, 128×128 tiles paired, dealt out over
+# every turn and split in 4, and 64×64 tiles, as explain names them, against float64.
+TF32_SIXTEEN_BIT_PLANS = [((128, 256, 4096), (64, 128), 8, False), ((16, 4096, 4096), (64, 128), 2, False),
+                          ((128, 2048, 4096), (64, 128), 1, True), ((512, 4096, 4096), (128, 128), 1, False),
+                          ((256, 2048, 10240), (128, 128), 1, True), ((128, 3072, 12288), (128, 128), 4, False),
+                          ((512, 1024, 1024), (64, 64), 1, False)]
+TF32_SIXTEEN_BIT_CHECK = """
+for (M, N, K), tile, split, dealt in PLANS:
+    a = torch.empty(M, K, device="cuda")
+    b = torch.empty(N, K, device="cuda").t()
+    p = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
+    assert (tuple(p["tile"]), p["split_k"], p["stream_k"]) == (tile, split, dealt), (M, N, K, p["why"])
+"""
+
+
+@requires_cuda
+def test_wgmma_tf32_sixteen_bit_plan():
+    skip_unless_wgmma()
+    plans = TF32_SIXTEEN_BIT_PLANS if torch.cuda.get_device_properties(0).multi_processor_count == 132 else []
+    script = TF32_SPLIT_SCRIPT.replace("{split!r}", "None")
+    script = script.replace('\nprint("ok")', TF32_SIXTEEN_BIT_CHECK.replace("PLANS", repr(plans)) + 'print("ok")')
+    check_wgmma_under_env("tf32_sixteen_bit_plan", [shape for shape, _, _, _ in TF32_SIXTEEN_BIT_PLANS],
+                          ["contiguous", "b_t"], {"TORCH_GEMM_WGMMA_TF32_PLAN": "sixteen_bit"}, script)
+
+
 # 128×192 tiles forced (TORCH_GEMM_WGMMA_SHAPE=2x1x192) onto shapes the plan gives other tiles,
 # every layout: a single tile, K of 1, edge tiles in M and N, C rows of 1001 elements (one short
 # wave: single blocks); one paired wave (1000×1001×2048; an N-major B in 2 boxes and 1); 704

@@ -97,7 +97,7 @@ def available_kernels(
 # sm90_plan's keyword arguments.
 _SM90_OVERRIDES = {"shape": "TORCH_GEMM_WGMMA_SHAPE", "cluster": "TORCH_GEMM_WGMMA_CLUSTER",
                    "stream_k": "TORCH_GEMM_WGMMA_STREAM_K", "max_clusters": "TORCH_GEMM_WGMMA_MAX_CLUSTERS",
-                   "store": "TORCH_GEMM_WGMMA_STORE"}
+                   "store": "TORCH_GEMM_WGMMA_STORE", "tf32_plan": "TORCH_GEMM_WGMMA_TF32_PLAN"}
 # The CUDA rungs as csrc/ops/cuda/mm_cuda.cpp's table has them, (dtypes, lowest compute capability
 # × 10, float32 as TF32): kernel_table() lists them only in builds with the CUDA kernels, and
 # explain answers for a CUDA device in any build (tests/test_heuristics.py checks the two agree).

@@ -84,7 +84,7 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
                    int64_t b_address, bool bias, bool row_sum,
                    std::optional<int64_t> max_active_clusters, const char* shape,
                    const char* cluster, const char* stream_k, const char* max_clusters,
-                   const char* store, bool three_tf32) {
+                   const char* store, const char* tf32_plan, bool three_tf32) {
   const char* fn = "sm90_plan";
   check_extent(fn, "M", M);
   check_extent(fn, "N", N);
@@ -119,7 +119,8 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
     p = sm90::plan_3xtf32(p, reinterpret_cast<char*>(kAlignedAddress)).inner;
   }
 
-  const sm90::Overrides o = sm90::parse_overrides(shape, cluster, stream_k, max_clusters, store);
+  const sm90::Overrides o =
+      sm90::parse_overrides(shape, cluster, stream_k, max_clusters, store, nullptr, tf32_plan);
   py::dict d;
   d["runs"] = M > 0 && N > 0 && batch > 0;
   if (!(M > 0 && N > 0 && batch > 0)) {
@@ -236,14 +237,15 @@ void bind_plans(pybind11::module_& m) {
         "b_address"_a = 0, "bias"_a = false, "row_sum"_a = false,
         "max_active_clusters"_a = py::none(), "shape"_a = py::none(), "cluster"_a = py::none(),
         "stream_k"_a = py::none(), "max_clusters"_a = py::none(), "store"_a = py::none(),
-        "three_tf32"_a = false,
+        "tf32_plan"_a = py::none(), "three_tf32"_a = false,
         "wgmma_sm90's plan of a product on a GPU of sm_count multiprocessors: how each operand "
         "reaches the TMA, C's store, the tile, cluster, split-K, stream-K and grid, and why "
         "(the dict's 'why'). a_strides / b_strides: the operands' tensor.stride() (default: dense, "
         "K-major or not as a_k_major / b_k_major say); a_address / b_address: their data_ptr(), for "
         "alignment; max_active_clusters: pairs of blocks resident at once (default sm_count // 2); "
-        "shape, cluster, stream_k, max_clusters, store: the values of TORCH_GEMM_WGMMA_SHAPE, "
-        "_CLUSTER, _STREAM_K, _MAX_CLUSTERS and _STORE (None: unset); three_tf32: the plan of wgmma_sm90_3xtf32's "
+        "shape, cluster, stream_k, max_clusters, store, tf32_plan: the values of "
+        "TORCH_GEMM_WGMMA_SHAPE, _CLUSTER, _STREAM_K, _MAX_CLUSTERS, _STORE and _TF32_PLAN (None: "
+        "unset); three_tf32: the plan of wgmma_sm90_3xtf32's "
         "inner product (float32 split into TF32 parts over 3K, on its promoted tiles).");
   m.def("auto_kernel", &auto_kernel, "M"_a, "N"_a, "K"_a, py::kw_only(), "dtype"_a, "sm"_a,
         "sm_count"_a = 132, "b_stride_k"_a = 1, "allow_tf32"_a = true, "sm90a"_a = true,

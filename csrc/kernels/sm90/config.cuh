@@ -13,11 +13,11 @@ namespace torch_gemm {
 // The tile and pipeline for operand type T (bf16/fp16, or fp32 read as tf32), kConsumers
 // consumer warpgroups (2: 128-row tiles; 1: 64-row tiles, twice as many, for shapes whose 128-row
 // tiles would leave most SMs idle) and kMmaN columns (256; or 128, twice as many tiles again;
-// or 192, 16-bit with two consumers, whose tile counts fall between: see choose_shape in
-// heuristics.cpp; for tf32, 3xTF32's kPromoted). Every size is in bytes of
-// 128-byte swizzled rows, so the 16-bit and tf32 kernels share one shape: a k-tile is one
-// 128-byte row of K (64 or 32 elements), a wgmma reads 32 bytes of it.
-template <typename T, int kConsumers_ = 2, int kMmaN_ = 256>
+// 64; or 192 and the slim widths, 16-bit with two consumers, whose tile counts fall between: see
+// choose_shape in heuristics.cpp). kPromoted: 3xTF32's inner product (tf32, 128 columns; below).
+// Every size is in bytes of 128-byte swizzled rows, so the 16-bit and tf32 kernels share one
+// shape: a k-tile is one 128-byte row of K (64 or 32 elements), a wgmma reads 32 bytes of it.
+template <typename T, int kConsumers_ = 2, int kMmaN_ = 256, bool kPromoted_ = false>
 struct WgmmaConfig {
   static constexpr bool kTf32 = std::is_same_v<T, float>;
   static constexpr int kElementBytes = sizeof(T);
@@ -35,20 +35,22 @@ struct WgmmaConfig {
   // that fill the SMs where 128 or 192 columns leave many of them idle; their C leaves from
   // registers.
   static constexpr bool kSlim = is_slim_block_n(kMmaN);
-  // 64×64 tiles (tiles.h's kWgmmaTinyBlockN): one consumer, 16-bit, for a few hundred rows
-  // against a narrow weight.
+  // 64×64 tiles (tiles.h's kWgmmaTinyBlockN): one consumer, for a few hundred rows against a
+  // narrow weight.
   static constexpr bool kTiny = kMmaN == kWgmmaTinyBlockN;
   static_assert(kMmaN == 256 || kMmaN == 128 ||
                     ((kMmaN == 192 || kSlim) && !kTf32 && kConsumers == 2) ||
-                    (kTiny && !kTf32 && kConsumers == 1),
+                    (kTiny && kConsumers == 1),
                 "256- or 128-column tiles, 192-column or slim 16-bit tiles of two consumers, "
-                "or 64-column 16-bit tiles of one");
-  // tf32's 128-column tiles are 3xTF32's inner product (wgmma_sm90_3xtf32), and only that: both
+                "or 64-column tiles of one");
+  // 3xTF32's inner product (wgmma_sm90_3xtf32) runs on tf32 128-column tiles of its own: both
   // operands already split into TF32 values, K-major, so that A too is read from shared memory;
   // each k-tile's products are summed on the tensor cores into a fresh set of registers and then
   // added to the accumulators in fp32 by the CUDA cores (promoted, mainloop.cuh), which takes a
-  // second and third set of 64×128 sums beside them.
-  static constexpr bool kPromoted = kTf32 && kMmaN == 128;
+  // second and third set of 64×128 sums beside them. Plain tf32 tiles of 128 (and 64) columns
+  // read A through registers, as the 256-column ones do.
+  static constexpr bool kPromoted = kPromoted_;
+  static_assert(!kPromoted || (kTf32 && kMmaN == 128), "3xTF32's tiles are tf32, 128 columns");
   static_assert(kBlockM == (kConsumers == 2 ? kWgmmaBlockM : kWgmmaNarrowBlockM) &&
                     kBlockN == (kMmaN == 256   ? kWgmmaBlockN
                                 : kMmaN == 192 ? kWgmmaMidBlockN
@@ -104,7 +106,7 @@ struct WgmmaConfig {
   // kEpilogueBoxes such buffers: as many as fit beside the stages, at most a whole 64×256 tile.
   static constexpr int kBoxCols = kSwizzleBytes / kElementBytes;  // 64 (16-bit) or 32 (fp32)
   // Whether C leaves through the boxes at all (a slim tile is not whole boxes: from registers).
-  static constexpr bool kBoxedC = kBlockN % kBoxCols == 0;
+  static constexpr bool kBoxedC = !kSlim && kBlockN % kBoxCols == 0;
   // A consumer's boxes: 16-bit 4, 3, 2 or 1 (256, 192, 128, 64 columns); fp32 8 or 4 (256, 128).
   static constexpr int kBoxesPerTile = kBoxedC ? kBlockN / kBoxCols : 1;
   static constexpr int kBoxBytes = kMmaM * kSwizzleBytes;         // 8 KB

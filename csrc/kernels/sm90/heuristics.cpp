@@ -426,17 +426,23 @@ bool reads_both_k_major(const GemmParams& p) {
 bool can_take_slim(const GemmParams& p) { return can_split(p) && reads_both_k_major(p); }
 
 // The overrides as they apply to p: 1xS (64×256 tiles in S slices of K) is tf32's alone, slim
-// tiles (2x1x80, 2x1x96, 2x1x160) are can_take_slim's and 64×64 ones (1x1x64) 16-bit products'
-// without row sums; for other products they are ignored, as an invalid shape is.
+// tiles (2x1x80, 2x1x96, 2x1x160) are can_take_slim's, and 64×128, 128×128 (split or not) and
+// 64×64 tiles (1xSx128, 2xSx128, 1x1x64) those of 16-bit and tf32 products without row sums (not
+// 3xTF32's); for other products they are ignored, as an invalid shape is (2x2 and 2x1x192 keep
+// tf32 on whole 128×256 tiles: choose_shape). The sixteen-bit tf32 plan is tf32's.
 Overrides effective_overrides(const GemmParams& p, const Overrides& given) {
   Overrides o = given;
-  if (o.consumers == 1 && o.block_n == kWgmmaBlockN && o.split_k > 1 && !tf32_can_split(p)) {
+  const bool tf32 = tf32_can_split(p);
+  if (o.consumers == 1 && o.block_n == kWgmmaBlockN && o.split_k > 1 && !tf32) {
     o.consumers = 0, o.split_k = 0, o.split_groups = 1;
   }
+  const bool tiles_128_or_64 = o.block_n == kWgmmaSmallBlockN || o.block_n == kWgmmaTinyBlockN;
   if ((is_slim_block_n(o.block_n) && !can_take_slim(p)) ||
-      (o.block_n == kWgmmaTinyBlockN && !can_split(p))) {
+      (tiles_128_or_64 && !can_split(p) && !tf32)) {
     o.consumers = 0, o.split_k = 0, o.block_n = static_cast<int>(kWgmmaBlockN);
+    o.split_groups = 1;
   }
+  o.tf32_sixteen_bit_plan = o.tf32_sixteen_bit_plan && tf32;
   return o;
 }
 
@@ -561,7 +567,8 @@ int stream_k_turns(int64_t turns, int64_t slots, int64_t k_tiles, bool all, cons
 }  // namespace
 
 Overrides parse_overrides(const char* shape, const char* cluster, const char* stream_k,
-                          const char* max_clusters, const char* store, const char* flags) {
+                          const char* max_clusters, const char* store, const char* flags,
+                          const char* tf32_plan) {
   Overrides o;
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN), groups = 1;
   const int fields = shape == nullptr ? 0
@@ -597,6 +604,7 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
   o.max_clusters = n > 0 ? n : INT_MAX;
   o.tma_store = store == nullptr || std::strcmp(store, "registers") != 0;
   o.zero_flags = flags != nullptr && std::strcmp(flags, "zeroed") == 0;
+  o.tf32_sixteen_bit_plan = tf32_plan != nullptr && std::strcmp(tf32_plan, "sixteen_bit") == 0;
   return o;
 }
 
@@ -632,8 +640,12 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // (kTf32DealtMinShareKTiles, kTf32DealtThreeSharesMinShareKTiles, kTf32DealtMaxShares).
 // (Measurements: benchmarks/NOTES.md.)
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
-  const bool tf32_splittable = tf32_can_split(p);
   const Overrides o = effective_overrides(p, given);
+  // TORCH_GEMM_WGMMA_TF32_PLAN=sixteen_bit: tf32 under the 16-bit rules below (but for 128×192
+  // and slim tiles), in place of its own (tf32_splittable's).
+  const bool tf32_sixteen_bit_plan = o.tf32_sixteen_bit_plan;
+  const bool tf32_splittable = tf32_can_split(p) && !tf32_sixteen_bit_plan;
+  const bool sixteen_bit_rules = sixteen_bit(p) || tf32_sixteen_bit_plan;
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
   const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM), narrow_m = ceil_div(p.M, kWgmmaNarrowBlockM);
   Shape shape;
@@ -653,12 +665,12 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   // round, where its 64×256 tiles would not be split). More 128×256 tiles than SMs keep them, and
   // stream-K over their last round (not measured against 64×256 tiles).
   const bool one_row = narrow_m == 1 && wide <= sms &&
-                       (sixteen_bit(p) || (tf32_can_split(p) && wide * 2 > sms));
+                       (sixteen_bit_rules || (tf32_splittable && wide * 2 > sms));
   shape.consumers = wide < sms / 2 || one_row ? 1 : 2;
   shape.tile_rule = wide < sms / 2 ? TileRule::kNarrow
                     : one_row      ? TileRule::kOneRowNarrow
                                    : TileRule::kWide;
-  const bool splittable = can_split(p);
+  const bool splittable = can_split(p) || tf32_sixteen_bit_plan;
   const int64_t k_tiles = ceil_div(p.K, k_tile_elements(p));
   const auto rounds = [sms](int64_t tiles) { return ceil_div(tiles, sms); };
   // Whether the blocks of a shape's tiles pair along M, sharing B (kPairs), and else why not.
@@ -673,14 +685,14 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   const auto cluster_rule_of = [&](const Shape& s) {
     const int64_t two_consumer_tiles = wide_m * ceil_div(p.N, s.block_n) * p.batch;
     const bool one_short_wave = s.consumers == 2 && two_consumer_tiles <= sms &&
-                                (!sixteen_bit(p) || k_tiles < kPairOneWaveMinKTiles);
+                                (!sixteen_bit_rules || k_tiles < kPairOneWaveMinKTiles);
     if (s.split_k != 1) return ClusterRule::kSplitK;
     if (!o.clusters) return ClusterRule::kOff;
     if ((s.consumers == 2 ? wide_m : narrow_m) < 2) return ClusterRule::kOneTileRow;
     if (one_short_wave) return ClusterRule::kOneWave;
     const int64_t odd_rows_max =
         s.block_n == kWgmmaSmallBlockN ? kOddRowsUnpairedMaxMedium : kOddRowsUnpairedMax;
-    if (sixteen_bit(p) && o.consumers == 0 && s.consumers == 2 && wide_m % 2 == 1 &&
+    if (sixteen_bit_rules && o.consumers == 0 && s.consumers == 2 && wide_m % 2 == 1 &&
         wide_m <= odd_rows_max) {
       return ClusterRule::kOddRows;
     }
@@ -768,7 +780,7 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
            : shape.tile_rule == TileRule::kMid  ? rounds(mid) * 10 * kMidTileCostTenths
                                                 : rounds(wide) * 100;
   };
-  if (splittable && shape.consumers == 2 && shape.split_k == 1 && narrow_m >= 2 &&
+  if (can_split(p) && shape.consumers == 2 && shape.split_k == 1 && narrow_m >= 2 &&
       k_tiles >= kMidMinKTiles) {
     if (rounds(mid) <= kMidMaxRounds && rounds(mid) * kMidTileCostTenths * 10 < chosen_cost()) {
       shape.mid_beats_stream_k =
@@ -932,8 +944,12 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
     shape.consumers = o.consumers;
     shape.block_n = static_cast<int>(kWgmmaBlockN);
     shape.split_k = 1, shape.stream_k_all = false;
-    if (splittable) shape.split_k = o.split_k, shape.block_n = o.block_n;
-    if (tf32_splittable && o.consumers == 1 && o.block_n == kWgmmaBlockN) shape.split_k = o.split_k;  // 1xS
+    // tf32 takes 1xS (64×256 split) and the 128- and 64-column tiles, not 2x2 or 2x1x192.
+    const bool tf32_forced = tf32_can_split(p) && (o.block_n == kWgmmaBlockN
+                                                       ? o.consumers == 1
+                                                       : o.block_n == kWgmmaSmallBlockN ||
+                                                             o.block_n == kWgmmaTinyBlockN);
+    if (can_split(p) || tf32_forced) shape.split_k = o.split_k, shape.block_n = o.block_n;
     shape.tile_rule = TileRule::kForced;
   }
   // Stream-K over every turn where TORCH_GEMM_WGMMA_STREAM_K=3 asks: on one row of 64×128
@@ -963,7 +979,8 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
       (shape.consumers == 2 || (narrow_m == 1 && shape.consumers == 1));
   if (medium_stream_k ||
       (o.stream_k == 3 && !p.tf32_promoted &&
-       ((splittable && every_turn_tiles) || tf32_every_turn_tiles) && deals_every_turn(shape))) {
+       (((splittable || tf32_can_split(p)) && every_turn_tiles) || tf32_every_turn_tiles) &&
+       deals_every_turn(shape))) {
     shape.split_k = 1, shape.stream_k_all = true;
     if (splittable && shape.consumers == 1 && shape.tile_rule != TileRule::kForced) {
       shape.tile_rule = TileRule::kSmallStreamK;  // 64×128

@@ -39,8 +39,8 @@ struct Overrides {
   // TORCH_GEMM_WGMMA_SHAPE=CxS[xN]: C consumer warpgroups (1: 64-row tiles, 2: 128-row), S slices
   // of K (1; 2 with 2x2; 2, 4 or 8 with 1xSx128, 2 or 4 with 2xSx128, and for tf32 with 1xS) and
   // N columns a tile (256; 128: 1xSx128 and 2xSx128; 192: 2x1x192; 80, 96, 160: 2x1x80, 2x1x96,
-  // 2x1x160; 64: 1x1x64); split K and 128, 192 or 64 columns take 16-bit products without row
-  // sums, 1xS tf32 ones without.
+  // 2x1x160; 64: 1x1x64); split K and 128 or 64 columns take 16-bit and tf32 products without
+  // row sums (not 3xTF32's), 2x2, 192 and slim columns 16-bit ones, 1xS tf32 ones.
   // consumers 0: unset, the plan chooses. CxSxNxG: G clusters (2, 4 or 8) of the S = 8 slices
   // share each one-consumer tile (split_groups; 1xSx128 16-bit, 1xSx256 tf32).
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
@@ -62,12 +62,17 @@ struct Overrides {
   // the launch (a memset on the stream), where otherwise their launch tag needs none
   // (WgmmaParams::sk_tag); sanitize_cases.py's TOOL_ENV sets it under initcheck.
   bool zero_flags = false;
+  // TORCH_GEMM_WGMMA_TF32_PLAN=sixteen_bit: tf32 products (not 3xTF32's, without row sums) take
+  // the 16-bit products' tile rules (64×128 split and dealt, 128×128 split and dealt, 64×64; not
+  // 128×192 or slim tiles), counted in the same 128-byte k-tiles, in place of tf32's own; for
+  // comparing the two on a GPU.
+  bool tf32_sixteen_bit_plan = false;
 };
 
 // The overrides from the variables' values (null: unset). A value out of range is ignored.
 Overrides parse_overrides(const char* shape, const char* cluster, const char* stream_k,
                           const char* max_clusters, const char* store,
-                          const char* flags = nullptr);
+                          const char* flags = nullptr, const char* tf32_plan = nullptr);
 
 // Which rule set the tile and the clusters (for explain's reasons).
 enum class TileRule {
@@ -86,7 +91,7 @@ constexpr int kStreamKMaxShares = 4;
 // tile (tf32: 64×256).
 struct Shape {
   int consumers = 2;
-  // or kWgmmaSmallBlockN, kWgmmaMidBlockN, a slim width (80, 96, 160), kWgmmaTinyBlockN (16-bit)
+  // or kWgmmaSmallBlockN, kWgmmaTinyBlockN, kWgmmaMidBlockN or a slim width (80, 96, 160: 16-bit)
   int block_n = static_cast<int>(kWgmmaBlockN);
   bool clusters = false;
   int split_k = 1;

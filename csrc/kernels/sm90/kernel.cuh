@@ -26,24 +26,24 @@ namespace torch_gemm {
 // kClusterM: blocks per cluster, each computing one of kClusterM tiles stacked along M. They
 // share B: each block's producer copies a part of it (half its rows; of an N-major B whole
 // 64-column boxes, of a 192-column tile 2 and 1) and multicasts it to all of them, so B crosses
-// L2 → SM once per cluster instead of once per block. kConsumers, kMmaN: WgmmaConfig's.
-// kSplitK > 1 (kClusterM = 1; 16-bit: 2 on 128×256 tiles, 2 or 4 on 128×128, 2, 4 or 8 on
-// 64×128; tf32: 2, 4 or 8 on 64×256): a cluster of
-// kSplitK blocks shares each tile, block s taking the s-th slice of K, and their partial sums meet
-// in shared memory (reduce_split): for products with too few tiles to fill the SMs. The launcher
-// then gives each cluster one tile; where even that leaves most SMs idle, WgmmaParams::split_groups
+// L2 → SM once per cluster instead of once per block. kConsumers, kMmaN, kPromoted:
+// WgmmaConfig's. kSplitK > 1 (kClusterM = 1; 2 or 4 on 128×128 tiles, 2, 4 or 8 on 64×128;
+// 16-bit: 2 on 128×256; tf32: 2, 4 or 8 on 64×256): a cluster of kSplitK blocks shares each
+// tile, block s taking the s-th slice of K, and their partial sums meet in shared memory
+// (reduce_split): for products with too few tiles to fill the SMs. The launcher then gives each
+// cluster one tile; where even that leaves most SMs idle, WgmmaParams::split_groups
 // clusters share the tile, and their sums meet in the workspace (reduce_groups).
 // kStreamK: the walk may end in stream-K pieces (WgmmaParams::sk_turns; every turn where the plan
 // deals out all, Shape::stream_k_all); without it, every walk is whole turns.
 template <typename T, bool kKMajorA, bool kKMajorB, int kClusterM, int kConsumers, int kSplitK,
-          int kMmaN, bool kStreamK>
-__global__ void __launch_bounds__(WgmmaConfig<T, kConsumers, kMmaN>::kThreads, 1)
+          int kMmaN, bool kStreamK, bool kPromoted = false>
+__global__ void __launch_bounds__(WgmmaConfig<T, kConsumers, kMmaN, kPromoted>::kThreads, 1)
 gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                        const __grid_constant__ CUtensorMap map_b,
                        const __grid_constant__ CUtensorMap map_c,
                        const __grid_constant__ WgmmaParams p) {
 #ifdef TORCH_GEMM_SM90A_DEVICE
-  using Config = WgmmaConfig<T, kConsumers, kMmaN>;
+  using Config = WgmmaConfig<T, kConsumers, kMmaN, kPromoted>;
   using namespace sm90;
   constexpr int kStages = Config::kStages;
   static_assert(kClusterM == 1 || kClusterM == 2, "one block, or a pair sharing B");
@@ -51,9 +51,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                     (kClusterM == 1 && !Config::kPromoted &&
                      (kMmaN == 256 ? Config::kBoxesPerTile % kSplitK == 0 &&
                                          (!Config::kTf32 || kConsumers == 1)
-                                   : !Config::kTf32 && kMmaN == 128 && kMmaN / 8 % kSplitK == 0)),
+                                   : kMmaN == 128 && kMmaN / 8 % kSplitK == 0)),
                 "split-K: clusters of the K slices, each owning whole epilogue boxes (128×256, "
-                "tf32's 64×256) or whole 8-column groups (16-bit 64×128 and 128×128)");
+                "tf32's 64×256) or whole 8-column groups (64×128 and 128×128)");
   static_assert(kKMajorB || Config::kBlockN % Config::kMNBox == 0,
                 "an N-major B is whole 64-element boxes, each multicast by one block of a pair");
   static_assert(!Config::kTf32 || kKMajorB, "tf32 wgmma reads B K-major only (A: registers)");
@@ -79,9 +79,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
   // The bias enters once, through the first slice's partials.
   const bool has_bias = p.bias != nullptr && schedule.split == 0 && schedule.group == 0;
   static_assert(!kStreamK || (!Config::kPromoted && kSplitK == 1 &&
-                              (kConsumers == 2 || kClusterM == 1 || !Config::kTf32)),
-                "stream-K: unsplit tiles, not 3xTF32's promoted ones; tf32's one-consumer tiles "
-                "unpaired (one row of them)");
+                              (kConsumers == 2 || kClusterM == 1 || !Config::kTf32 ||
+                               kMmaN <= 128)),
+                "stream-K: unsplit tiles, not 3xTF32's promoted ones; tf32's one-consumer 64×256 "
+                "tiles unpaired (one row of them)");
   const Producer<Config, kKMajorA, kKMajorB, kClusterM> producer{
       sA, sB, full, empty, &map_a, &map_b, schedule.rank};
   const BiasRow<T, Config> bias{sBias, bias_full, bias_empty};

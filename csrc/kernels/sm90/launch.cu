@@ -52,7 +52,8 @@ const Overrides& overrides() {
   static const Overrides read = parse_overrides(
       std::getenv("TORCH_GEMM_WGMMA_SHAPE"), std::getenv("TORCH_GEMM_WGMMA_CLUSTER"),
       std::getenv("TORCH_GEMM_WGMMA_STREAM_K"), std::getenv("TORCH_GEMM_WGMMA_MAX_CLUSTERS"),
-      std::getenv("TORCH_GEMM_WGMMA_STORE"), std::getenv("TORCH_GEMM_WGMMA_FLAGS"));
+      std::getenv("TORCH_GEMM_WGMMA_STORE"), std::getenv("TORCH_GEMM_WGMMA_FLAGS"),
+      std::getenv("TORCH_GEMM_WGMMA_TF32_PLAN"));
   return read;
 }
 
@@ -150,8 +151,8 @@ struct WgmmaLauncher {
       if (p.M == 0 || p.N == 0 || p.batch == 0) return {};
       const sm90::Plan plan = sm90::plan_call(p, sm_count_of(p), sm90::overrides());
       if (!plan.fits_int) return refuse("extents past 32 bits");
-      // 128-column tiles: 16-bit, or (float) 3xTF32's promoted tf32 ones; 192-column, slim
-      // (160, 96, 80) and 64-column: 16-bit.
+      // 256-, 128- and 64-column tiles: 16-bit and tf32 (128: 3xTF32's promoted ones too);
+      // 192-column and slim (160, 96, 80): 16-bit.
       if (plan.shape.block_n == kWgmmaMidBlockN) {
         if constexpr (std::is_same_v<T, float>) {
           return refuse("128x192 tiles take bf16/fp16 only");
@@ -176,14 +177,17 @@ struct WgmmaLauncher {
         }
       }
       if (plan.shape.block_n == kWgmmaTinyBlockN) {
-        if constexpr (std::is_same_v<T, float>) {
-          return refuse("64x64 tiles take bf16/fp16 only");
-        } else {
-          if (plan.shape.consumers != 1) return refuse("64x64 tiles take one consumer");
-          return sm90::launch_config<T, 1, kWgmmaTinyBlockN>(plan, p, stream);
-        }
+        if (plan.shape.consumers != 1) return refuse("64x64 tiles take one consumer");
+        return sm90::launch_config<T, 1, kWgmmaTinyBlockN>(plan, p, stream);
       }
       if (plan.shape.block_n == kWgmmaSmallBlockN) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (plan.problem.tf32_promoted) {
+            return plan.shape.consumers == 1
+                       ? sm90::launch_config<T, 1, kWgmmaSmallBlockN, true>(plan, p, stream)
+                       : sm90::launch_config<T, 2, kWgmmaSmallBlockN, true>(plan, p, stream);
+          }
+        }
         return plan.shape.consumers == 1 ? sm90::launch_config<T, 1, kWgmmaSmallBlockN>(plan, p, stream)
                                          : sm90::launch_config<T, 2, kWgmmaSmallBlockN>(plan, p, stream);
       }

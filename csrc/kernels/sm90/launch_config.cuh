@@ -137,12 +137,12 @@ LaunchStatus encode_output_map(CUtensorMap* map, const GemmParams& p, CUtensorMa
 }
 // One kernel of the family, with its shared memory allowed (once per device; before the occupancy
 // query, too).
-template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB, int kClusterM,
-          int kSplitK, bool kStreamK>
+template <typename T, int kConsumers, int kMmaN, bool kPromoted, bool kKMajorA, bool kKMajorB,
+          int kClusterM, int kSplitK, bool kStreamK>
 auto allowed_kernel(LaunchStatus* status) {
-  using Config = WgmmaConfig<T, kConsumers, kMmaN>;
+  using Config = WgmmaConfig<T, kConsumers, kMmaN, kPromoted>;
   const auto kernel = gemm_wgmma_sm90_kernel<T, kKMajorA, kKMajorB, kClusterM, kConsumers,
-                                             kSplitK, kMmaN, kStreamK>;
+                                             kSplitK, kMmaN, kStreamK, kPromoted>;
   static PerDeviceValue allowed;
   *status = allow_shared_memory_once(allowed, kernel, Config::kSmemBytes, [] {
     return "cudaFuncSetAttribute(MaxDynamicSharedMemorySize, " +
@@ -157,15 +157,15 @@ auto allowed_kernel(LaunchStatus* status) {
 // (reduce_split reuses the stage ring, which a next tile's copies would overwrite). Stream-K runs
 // its own instantiation of the kernel: the walk's state cost the whole-turn kernels registers,
 // and spills (benchmarks/NOTES.md).
-template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB, int kClusterM,
-          int kSplitK>
+template <typename T, int kConsumers, int kMmaN, bool kPromoted, bool kKMajorA, bool kKMajorB,
+          int kClusterM, int kSplitK>
 LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
                            const CUtensorMap& map_c, const WgmmaParams& wp,
                            const Plan& plan, cudaStream_t stream) {
-  using Config = WgmmaConfig<T, kConsumers, kMmaN>;
+  using Config = WgmmaConfig<T, kConsumers, kMmaN, kPromoted>;
   LaunchStatus status;
-  const auto kernel =
-      allowed_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, kClusterM, kSplitK, false>(&status);
+  const auto kernel = allowed_kernel<T, kConsumers, kMmaN, kPromoted, kKMajorA, kKMajorB,
+                                     kClusterM, kSplitK, false>(&status);
   if (!status.ok()) return status;
   cudaLaunchConfig_t config{};
   const auto launch_step = [&config](const char* what) {
@@ -227,14 +227,14 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
   }
   WgmmaParams run = wp;
   // Stream-K's instantiations: 128×256 tiles (16-bit and tf32), and (every turn dealt out:
-  // Shape::stream_k_all) 16-bit 128×128 tiles and 64×128 one-consumer tiles, single or paired;
-  // tf32's unpaired 64×256 one-consumer tiles (one row of them, every turn dealt out).
+  // Shape::stream_k_all) 128×128 tiles and 64×128 one-consumer tiles, single or paired (tf32's not
+  // 3xTF32's promoted ones); tf32's unpaired 64×256 one-consumer tiles (one row of them, every
+  // turn dealt out).
   constexpr bool kHasStreamK =
-      kSplitK == 1 &&
-      (Config::kTf32
-           ? !Config::kPromoted && kMmaN == kWgmmaBlockN && (kConsumers == 2 || kClusterM == 1)
-           : (kConsumers == 2 && (kMmaN == kWgmmaBlockN || kMmaN == kWgmmaSmallBlockN)) ||
-                 (kConsumers == 1 && kMmaN == kWgmmaSmallBlockN));
+      kSplitK == 1 && !Config::kPromoted &&
+      ((kConsumers == 2 && (kMmaN == kWgmmaBlockN || kMmaN == kWgmmaSmallBlockN)) ||
+       (kConsumers == 1 && kMmaN == kWgmmaSmallBlockN) ||
+       (Config::kTf32 && kConsumers == 1 && kMmaN == kWgmmaBlockN && kClusterM == 1));
   if constexpr (kHasStreamK) {
     run.sk_turns = grid.sk_turns;
     if (run.sk_turns > 0) {
@@ -245,9 +245,8 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
             "cudaMemsetAsync of the stream-K flags");
         if (!status.ok()) return status;
       }
-      const auto stream_k_kernel =
-          allowed_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, kClusterM, kSplitK, true>(
-              &status);
+      const auto stream_k_kernel = allowed_kernel<T, kConsumers, kMmaN, kPromoted, kKMajorA,
+                                                  kKMajorB, kClusterM, kSplitK, true>(&status);
       if (!status.ok()) return status;
       config.gridDim = dim3(static_cast<unsigned>(grid.blocks));
       return check_call(cudaLaunchKernelEx(&config, stream_k_kernel, map_a, map_b, map_c, run),
@@ -259,47 +258,49 @@ LaunchStatus launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b,
                     launch_step("persistent"));
 }
 
-// The kernel for the plan's clusters and K slices (split-K: 16-bit, 128×256 tiles in two
-// slices, 128×128 in 2 or 4, 64×128 in 2, 4 or 8; tf32, 64×256 tiles in 2, 4 or 8; 128×192 tiles
-// unsplit).
-template <typename T, int kConsumers, int kMmaN, bool kKMajorA, bool kKMajorB>
+// The kernel for the plan's clusters and K slices (split-K: 128×128 tiles in 2 or 4 slices,
+// 64×128 in 2, 4 or 8; 16-bit 128×256 tiles in two; tf32 64×256 in 2, 4 or 8; 128×192 and 64×64
+// tiles unsplit).
+template <typename T, int kConsumers, int kMmaN, bool kPromoted, bool kKMajorA, bool kKMajorB>
 LaunchStatus launch_layout(const CUtensorMap& map_a, const CUtensorMap& map_b,
                            const CUtensorMap& map_c, const WgmmaParams& wp, const Plan& plan,
                            cudaStream_t stream) {
-  // The most K slices this configuration is instantiated for (1: none); tf32's 128-column tiles
-  // are 3xTF32's promoted ones, which take the whole K.
+  // The most K slices this configuration is instantiated for (1: none); 3xTF32's promoted tiles
+  // take the whole K.
   constexpr bool kSixteenBit = !std::is_same_v<T, float>;
   constexpr int kMaxSlices =
-      kSixteenBit && kConsumers == 2 && kMmaN == kWgmmaBlockN        ? KernelFacts::kSplitSlices
-      : kSixteenBit && kConsumers == 2 && kMmaN == kWgmmaSmallBlockN ? KernelFacts::kMaxMediumSlices
-      : kConsumers == 1 && kMmaN == (kSixteenBit ? kWgmmaSmallBlockN : kWgmmaBlockN)
-          ? KernelFacts::kMaxSmallSlices
-          : 1;
+      kPromoted                                            ? 1
+      : kConsumers == 2 && kMmaN == kWgmmaSmallBlockN      ? KernelFacts::kMaxMediumSlices
+      : kConsumers == 1 && kMmaN == kWgmmaSmallBlockN      ? KernelFacts::kMaxSmallSlices
+      : kSixteenBit && kConsumers == 2 && kMmaN == kWgmmaBlockN ? KernelFacts::kSplitSlices
+      : !kSixteenBit && kConsumers == 1 && kMmaN == kWgmmaBlockN ? KernelFacts::kMaxNarrowSlices
+                                                                 : 1;
   static_assert(KernelFacts::kMaxSmallSlices == 8 && KernelFacts::kMaxNarrowSlices == 8 &&
                     KernelFacts::kMaxMediumSlices == 4 && KernelFacts::kSplitSlices == 2,
                 "the slices instantiated below");
   if constexpr (kMaxSlices >= 2) {
     if (plan.shape.split_k == 2) {
-      return launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 2>(map_a, map_b, map_c,
-                                                                           wp, plan, stream);
+      return launch_kernel<T, kConsumers, kMmaN, kPromoted, kKMajorA, kKMajorB, 1, 2>(
+          map_a, map_b, map_c, wp, plan, stream);
     }
   }
   if constexpr (kMaxSlices >= 4) {
     if (plan.shape.split_k == 4) {
-      return launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 4>(map_a, map_b, map_c,
-                                                                           wp, plan, stream);
+      return launch_kernel<T, kConsumers, kMmaN, kPromoted, kKMajorA, kKMajorB, 1, 4>(
+          map_a, map_b, map_c, wp, plan, stream);
     }
   }
   if constexpr (kMaxSlices >= 8) {
     if (plan.shape.split_k == 8) {
-      return launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 8>(map_a, map_b, map_c,
-                                                                           wp, plan, stream);
+      return launch_kernel<T, kConsumers, kMmaN, kPromoted, kKMajorA, kKMajorB, 1, 8>(
+          map_a, map_b, map_c, wp, plan, stream);
     }
   }
-  return plan.shape.clusters ? launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 2, 1>(
-                                   map_a, map_b, map_c, wp, plan, stream)
-                             : launch_kernel<T, kConsumers, kMmaN, kKMajorA, kKMajorB, 1, 1>(
-                                   map_a, map_b, map_c, wp, plan, stream);
+  return plan.shape.clusters
+             ? launch_kernel<T, kConsumers, kMmaN, kPromoted, kKMajorA, kKMajorB, 2, 1>(
+                   map_a, map_b, map_c, wp, plan, stream)
+             : launch_kernel<T, kConsumers, kMmaN, kPromoted, kKMajorA, kKMajorB, 1, 1>(
+                   map_a, map_b, map_c, wp, plan, stream);
 }
 
 // The tensor maps' element type (inline: the header is compiled in every instantiation file).
@@ -316,10 +317,13 @@ inline constexpr CUtensorMapDataType kTensorMapType<__half> = CU_TENSOR_MAP_DATA
 // then the caller's Cᵀ = Bᵀ·Aᵀ).
 template <typename T>
 struct ConfigLauncher {
-  template <int kConsumers, int kMmaN>
+  template <int kConsumers, int kMmaN, bool kPromoted>
   static LaunchStatus run_config(const Plan& plan, const GemmParams& caller,
                                  cudaStream_t stream) {
-    using Config = WgmmaConfig<T, kConsumers, kMmaN>;
+    using Config = WgmmaConfig<T, kConsumers, kMmaN, kPromoted>;
+    if (plan.problem.tf32_promoted != kPromoted) {
+      return refuse("3xTF32's inner product runs on its promoted tiles, and only it");
+    }
     static_assert(Config::kBlockN == kMmaN, "the plan's tile is the kernel's");
     const GemmParams& p = plan.problem;
     WgmmaPlan ops = plan.product;
@@ -372,43 +376,44 @@ struct ConfigLauncher {
       wp.sk_flags = reinterpret_cast<unsigned long long*>(workspace + ops.stream_k_flags_offset);
       wp.sk_tag = next_flag_tag();
     }
-    status = launch_product<kConsumers, kMmaN>(ops, map_a, map_b, map_c, wp, plan, stream);
+    status = launch_product<kConsumers, kMmaN, kPromoted>(ops, map_a, map_b, map_c, wp, plan, stream);
     if (!status.ok() || p.row_sum == nullptr) return status;
     return launch_row_sum_finish(sums, static_cast<T*>(p.row_sum), stream);
   }
 
   // The kernel instantiated for the operands' majors (tf32's B is always K-major).
-  template <int kConsumers, int kMmaN>
+  template <int kConsumers, int kMmaN, bool kPromoted>
   static LaunchStatus launch_product(const WgmmaPlan& ops, const CUtensorMap& map_a,
                                      const CUtensorMap& map_b, const CUtensorMap& map_c,
                                      const WgmmaParams& wp, const Plan& plan,
                                      cudaStream_t stream) {
     constexpr int C = kConsumers, N = kMmaN;
+    constexpr bool P = kPromoted;
     if constexpr (WgmmaConfig<T, C, N>::kSlim) {
       // The plan takes slim tiles only where both operands are K-major (and C from registers).
       if (!ops.a.k_major || !ops.b.k_major || plan.tma_store) {
         return refuse("slim tiles read both operands K-major and store C from registers");
       }
-      return launch_layout<T, C, N, true, true>(map_a, map_b, map_c, wp, plan, stream);
-    } else if constexpr (WgmmaConfig<T, C, N>::kPromoted) {
+      return launch_layout<T, C, N, P, true, true>(map_a, map_b, map_c, wp, plan, stream);
+    } else if constexpr (kPromoted) {
       // three_tf32.cu's split operands: K-major, TMA-aligned, never repacked.
       if (!ops.a.k_major || !ops.b.k_major) {
         return refuse("3xTF32's promoted tiles read both operands K-major");
       }
-      return launch_layout<T, C, N, true, true>(map_a, map_b, map_c, wp, plan, stream);
+      return launch_layout<T, C, N, P, true, true>(map_a, map_b, map_c, wp, plan, stream);
     } else if constexpr (std::is_same_v<T, float>) {
       return ops.a.k_major
-                 ? launch_layout<T, C, N, true, true>(map_a, map_b, map_c, wp, plan, stream)
-                 : launch_layout<T, C, N, false, true>(map_a, map_b, map_c, wp, plan, stream);
+                 ? launch_layout<T, C, N, P, true, true>(map_a, map_b, map_c, wp, plan, stream)
+                 : launch_layout<T, C, N, P, false, true>(map_a, map_b, map_c, wp, plan, stream);
     } else {
       if (ops.a.k_major) {
         return ops.b.k_major
-                   ? launch_layout<T, C, N, true, true>(map_a, map_b, map_c, wp, plan, stream)
-                   : launch_layout<T, C, N, true, false>(map_a, map_b, map_c, wp, plan, stream);
+                   ? launch_layout<T, C, N, P, true, true>(map_a, map_b, map_c, wp, plan, stream)
+                   : launch_layout<T, C, N, P, true, false>(map_a, map_b, map_c, wp, plan, stream);
       }
       return ops.b.k_major
-                 ? launch_layout<T, C, N, false, true>(map_a, map_b, map_c, wp, plan, stream)
-                 : launch_layout<T, C, N, false, false>(map_a, map_b, map_c, wp, plan, stream);
+                 ? launch_layout<T, C, N, P, false, true>(map_a, map_b, map_c, wp, plan, stream)
+                 : launch_layout<T, C, N, P, false, false>(map_a, map_b, map_c, wp, plan, stream);
     }
   }
 
@@ -446,9 +451,10 @@ struct ConfigLauncher {
   }
 };
 
-template <typename T, int kConsumers, int kMmaN>
+template <typename T, int kConsumers, int kMmaN, bool kPromoted>
 LaunchStatus launch_config(const Plan& plan, const GemmParams& caller, cudaStream_t stream) {
-  return ConfigLauncher<T>::template run_config<kConsumers, kMmaN>(plan, caller, stream);
+  return ConfigLauncher<T>::template run_config<kConsumers, kMmaN, kPromoted>(plan, caller,
+                                                                              stream);
 }
 
 }  // namespace sm90

@@ -417,7 +417,7 @@ class Consumer {
       for (int kk = 0; kk < kTf32Steps; ++kk) {
         const uint64_t desc_b =
             smem_descriptor(b + kk * kStepB, kLeadingB, Config::kSwizzleAtomBytes);
-        wgmma_m64n256k8_tf32(d, frag[kk], desc_b, 1);
+        wgmma_tf32_register_a(d, frag[kk], desc_b, 1);
       }
       wgmma_commit();
     }

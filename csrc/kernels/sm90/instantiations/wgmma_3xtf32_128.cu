@@ -5,9 +5,9 @@
 namespace torch_gemm {
 namespace sm90 {
 
-template LaunchStatus launch_config<float, 2, kWgmmaSmallBlockN>(
+template LaunchStatus launch_config<float, 2, kWgmmaSmallBlockN, true>(
     const Plan&, const GemmParams&, cudaStream_t);
-template LaunchStatus launch_config<float, 1, kWgmmaSmallBlockN>(
+template LaunchStatus launch_config<float, 1, kWgmmaSmallBlockN, true>(
     const Plan&, const GemmParams&, cudaStream_t);
 
 }  // namespace sm90
