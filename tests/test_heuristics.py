@@ -22,7 +22,11 @@ BF16, FP16, FP32 = "bfloat16", "float16", "float32"
 
 
 def plan(M, N, K, **kwargs):
+    """sm90_plan on SMS multiprocessors; float32 under tf32's own tile rules unless tf32_plan says
+    otherwise (None: the plan's choice), which most tf32 tests below are about."""
     kwargs.setdefault("sm_count", SMS)
+    if kwargs.get("dtype") == FP32:
+        kwargs.setdefault("tf32_plan", "own")
     return _C.sm90_plan(M, N, K, **kwargs)
 
 
@@ -633,6 +637,41 @@ def test_odd_tile_rows_of_tf32_or_a_forced_shape_keep_pairs():
     assert plan(384, 5120, 5120, shape="2x1x128", max_active_clusters=66)["cluster"] == 2
 
 
+# tf32's tile rules (Tf32Rules): with both operands K-major (a linear's forward) the 16-bit ones,
+# counted in the same 128-byte k-tiles; tf32's own 128x256 tiles where those would pair whole
+# 128x128 tiles in their place; an MN-major operand keeps tf32's own rules; 3xTF32's and row
+# sums' plans are neither; TORCH_GEMM_WGMMA_TF32_PLAN picks one for every layout.
+def test_tf32_follows_the_sixteen_bit_rules_with_both_operands_k_major():
+    def tile(M, N, K, **kw):
+        p = plan(M, N, K, dtype=FP32, tf32_plan=kw.pop("tf32_plan", None), **kw)
+        assert_supported(p, FP32, row_sum=kw.get("row_sum", False))
+        return (tuple(p["tile"]), p["split_k"], p["cluster"], p["stream_k"]), p["why"]["tile"]
+    for M, N, K in [(128, 2048, 4096), (128, 256, 4096), (16, 4096, 4096), (512, 1024, 1024),
+                    (128, 3072, 12288), (4096, 4096, 4096)]:
+        chosen, why = tile(M, N, K)
+        sixteen_bit = plan(M, N, 2 * K, dtype=BF16)  # the same k-tiles
+        assert chosen == (tuple(sixteen_bit["tile"]), sixteen_bit["split_k"], sixteen_bit["cluster"],
+                          sixteen_bit["stream_k"]), (M, N, K)
+        assert "follows the 16-bit tile rules" in why
+        assert tile(M, N, K, tf32_plan="sixteen_bit")[0] == chosen
+    assert tile(128, 2048, 4096)[0] == ((64, 128), 1, 2, True)  # 64x128 pairs dealt out
+    # An MN-major A: tf32's own 64x256 tiles split in 4, as TORCH_GEMM_WGMMA_TF32_PLAN=own asks.
+    chosen, why = tile(128, 2048, 4096, a_k_major=False)
+    assert chosen == ((64, 256), 4, 1, False) and "an operand is MN-major" in why
+    assert tile(128, 2048, 4096, tf32_plan="own")[0] == chosen
+    assert tile(128, 2048, 4096, a_k_major=False, tf32_plan="sixteen_bit")[0] == ((64, 128), 1, 2, True)
+    # 128x128 pairs would replace tf32's own dealt (and paired) 128x256 tiles: those stay.
+    for M, N, K in [(256, 8192, 4096), (1024, 5632, 2560)]:
+        chosen, why = tile(M, N, K)
+        assert chosen[0] == (128, 256) and "would pair 128x128 tiles" in why, (M, N, K)
+        assert chosen == tile(M, N, K, tf32_plan="own")[0]
+        assert tile(M, N, K, tf32_plan="sixteen_bit")[0][:3] == ((128, 128), 1, 2)
+    # Row sums and 3xTF32's inner product: neither rule set's note.
+    assert "tile rules" not in tile(128, 2048, 4096, row_sum=True)[1]
+    p = plan(4096, 4096, 4096, dtype=FP32, three_tf32=True, tf32_plan=None)
+    assert tuple(p["tile"]) == (128, 128) and "tile rules" not in p["why"]["tile"]
+
+
 # At most 64 rows (16-bit and tf32): 64-row tiles, 64x256 where the 64x128 ones would not fit in
 # one wave, rather than half-empty 128x256 ones; not for 3xTF32's promoted tiles, nor past 64 rows.
 @pytest.mark.parametrize("M", [1, 16, 64])
@@ -643,7 +682,7 @@ def test_at_most_64_rows_take_64_row_tiles(M, N, K, dtype):
     assert tuple(p["tile"]) == (64, 256) and p["consumers"] == 1 and "half empty" in p["why"]["tile"]
     assert p["split_k"] == 1 and p["cluster"] == 1, p
     if dtype == FP32:
-        assert "3xTF32" in p["why"]["tile"] and "row sums" not in p["why"]["tile"]
+        assert "no 128-column tiles" in p["why"]["tile"] and "row sums" not in p["why"]["tile"]
     assert_supported(p, dtype)
     assert tuple(plan(65, N, K, dtype=dtype)["tile"]) == (128, 256)
 

@@ -542,13 +542,14 @@ def test_wgmma_tf32_split(shape, store):
     check_wgmma_under_env(f"tf32_split {shape} {store}", TF32_SPLIT_SHAPES, LAYOUTS, env, script)
 
 
-# The plan's own tf32 split (no override; B K-major, as a linear's weight): on 132 SMs 8 slices of
-# 2 tiles over 4 clusters a tile, 8 of 1 tile (257 k-tiles, the last slices short or empty) over
-# 4 clusters, 8 of 1 tile (128 k-tiles) over 2, 4 of 16, 2 of 64 (1000³). The script runs each
-# with B K-major and N-major.
+# tf32's own rules' split (TORCH_GEMM_WGMMA_TF32_PLAN=own, which every layout then takes; B
+# K-major, as a linear's weight): on 132 SMs 8 slices of 2 tiles over 4 clusters a tile, 8 of 1
+# tile (257 k-tiles, the last slices short or empty) over 4 clusters, 8 of 1 tile (128 k-tiles)
+# over 2, 4 of 16, 2 of 64 (1000³). The script runs each with B K-major and N-major.
 @requires_cuda
-def test_wgmma_tf32_split_by_the_plan():
+def test_wgmma_tf32_split_by_the_plan(monkeypatch):
     skip_unless_wgmma()
+    monkeypatch.setenv("TORCH_GEMM_WGMMA_TF32_PLAN", "own")
     shapes = [(128, 256, 8192), (40, 200, 8200), (32, 256, 4096), (256, 1024, 4096),
               (1000, 1000, 1000)]
     if torch.cuda.get_device_properties(0).multi_processor_count == 132:
@@ -558,7 +559,8 @@ def test_wgmma_tf32_split_by_the_plan():
                 p = torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]
                 assert (p["split_k"], p["split_groups"]) == (split, groups), (M, N, K, p["why"])
     script = TF32_SPLIT_SCRIPT.replace("{split!r}", "None")
-    check_wgmma_under_env("tf32_split_plan", shapes, ["contiguous", "b_t"], {}, script)
+    check_wgmma_under_env("tf32_split_plan", shapes, ["contiguous", "b_t"],
+                          {"TORCH_GEMM_WGMMA_TF32_PLAN": "own"}, script)
 
 
 # tf32's 64×128 and 128×128 tiles (whole, or split along K in 2, 4 or 8) and 64×64 tiles forced
@@ -816,17 +818,20 @@ def test_wgmma_tf32_stream_k_on_128x256_tiles(env):
 
 @requires_cuda
 def test_wgmma_tf32_stream_k_by_the_plan():
+    """tf32's own rules (TORCH_GEMM_WGMMA_TF32_PLAN=own; with both operands K-major the plan would
+    take the 16-bit rules)."""
     skip_unless_wgmma()
+    own = {"TORCH_GEMM_WGMMA_TF32_PLAN": "own"}
     # 80 pair turns of 64 k-tiles: the last 16 dealt out to 64 of the 66 resident pairs, 4 a turn.
     on_132 = torch.cuda.get_device_properties(0).multi_processor_count == 132
     script = TF32_STREAM_K_WIDE_SCRIPT.replace("{check_plan!r}", repr(on_132))
-    check_wgmma_under_env("tf32_stream_k_plan", [(2048, 2560, 2048)], ["contiguous", "b_t"], {}, script)
+    check_wgmma_under_env("tf32_stream_k_plan", [(2048, 2560, 2048)], ["contiguous", "b_t"], own, script)
     # Every turn of 128x256 tiles dealt out in equal shares where the 64x256 tiles would be few:
     # 40 turns in 3 shares on 120 blocks, with edge tiles and a ragged K (122 k-tiles); 64 turns in
     # 2 shares on 128 blocks; 16 in 8 on 128 (edges, 163 k-tiles); an N-major B runs the
     # transposed product, whose turns split alike.
     check_wgmma_under_env("tf32_dealt_plan", [(500, 2500, 3900), (1024, 2048, 8192), (250, 2000, 5200)],
-                          ["contiguous", "b_t", "a_t"], {}, script)
+                          ["contiguous", "b_t", "a_t"], own, script)
 
 
 # 16-bit products whose 128×256 tiles leave half the SMs idle, with a long K: the plan deals every

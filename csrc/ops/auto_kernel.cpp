@@ -40,11 +40,14 @@ bool tf32_decode_takes(int64_t M, int64_t N, int64_t K) {
   return false;
 }
 
-// Whether wgmma_sm90 takes a tf32 product of fewer than 128 rows against a weight: where its plan
-// has enough 256-column tiles (kTf32FewRowsMinColumnTiles) or splits them along K.
+// Whether wgmma_sm90 takes a tf32 product of fewer than 128 rows against a weight: where tf32's own
+// tile rules (those measured against the CUDA cores here; the plan may then take the 16-bit ones)
+// have enough 256-column tiles (kTf32FewRowsMinColumnTiles) or split them along K.
 bool wgmma_takes_tf32_few_rows(const GemmParams& p) {
   if (p.M >= kWgmmaBlockM) return false;
-  const sm90::Shape shape = sm90::choose_shape(p, p.sm_count, sm90::Overrides{});
+  sm90::Overrides own;
+  own.tf32_plan = sm90::Overrides::Tf32Plan::kOwn;
+  const sm90::Shape shape = sm90::choose_shape(p, p.sm_count, own);
   return shape.wide_tiles >= kTf32FewRowsMinColumnTiles || shape.split_k > 1;
 }
 

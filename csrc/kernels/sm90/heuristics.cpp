@@ -429,7 +429,7 @@ bool can_take_slim(const GemmParams& p) { return can_split(p) && reads_both_k_ma
 // tiles (2x1x80, 2x1x96, 2x1x160) are can_take_slim's, and 64×128, 128×128 (split or not) and
 // 64×64 tiles (1xSx128, 2xSx128, 1x1x64) those of 16-bit and tf32 products without row sums (not
 // 3xTF32's); for other products they are ignored, as an invalid shape is (2x2 and 2x1x192 keep
-// tf32 on whole 128×256 tiles: choose_shape). The sixteen-bit tf32 plan is tf32's.
+// tf32 on whole 128×256 tiles: choose_shape).
 Overrides effective_overrides(const GemmParams& p, const Overrides& given) {
   Overrides o = given;
   const bool tf32 = tf32_can_split(p);
@@ -442,7 +442,6 @@ Overrides effective_overrides(const GemmParams& p, const Overrides& given) {
     o.consumers = 0, o.split_k = 0, o.block_n = static_cast<int>(kWgmmaBlockN);
     o.split_groups = 1;
   }
-  o.tf32_sixteen_bit_plan = o.tf32_sixteen_bit_plan && tf32;
   return o;
 }
 
@@ -604,9 +603,14 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
   o.max_clusters = n > 0 ? n : INT_MAX;
   o.tma_store = store == nullptr || std::strcmp(store, "registers") != 0;
   o.zero_flags = flags != nullptr && std::strcmp(flags, "zeroed") == 0;
-  o.tf32_sixteen_bit_plan = tf32_plan != nullptr && std::strcmp(tf32_plan, "sixteen_bit") == 0;
+  o.tf32_plan = tf32_plan == nullptr                      ? Overrides::Tf32Plan::kAuto
+                : std::strcmp(tf32_plan, "own") == 0         ? Overrides::Tf32Plan::kOwn
+                : std::strcmp(tf32_plan, "sixteen_bit") == 0 ? Overrides::Tf32Plan::kSixteenBit
+                                                             : Overrides::Tf32Plan::kAuto;
   return o;
 }
+
+namespace {
 
 // The one-consumer 64×256 tiles where the 128×256 ones (over the batch) would not fill half the
 // SMs, so that twice as many blocks work; 16-bit products take 64×128 tiles where those fit in
@@ -639,11 +643,10 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
 // turn dealt out instead, where the turns split in equal shares of a long enough K
 // (kTf32DealtMinShareKTiles, kTf32DealtThreeSharesMinShareKTiles, kTf32DealtMaxShares).
 // (Measurements: benchmarks/NOTES.md.)
-Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
-  const Overrides o = effective_overrides(p, given);
-  // TORCH_GEMM_WGMMA_TF32_PLAN=sixteen_bit: tf32 under the 16-bit rules below (but for 128×192
-  // and slim tiles), in place of its own (tf32_splittable's).
-  const bool tf32_sixteen_bit_plan = o.tf32_sixteen_bit_plan;
+// tf32_sixteen_bit_plan: a tf32 product under the 16-bit rules (but for 128×192 and slim tiles)
+// in place of its own (tf32_splittable's).
+Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
+                   bool tf32_sixteen_bit_plan) {
   const bool tf32_splittable = tf32_can_split(p) && !tf32_sixteen_bit_plan;
   const bool sixteen_bit_rules = sixteen_bit(p) || tf32_sixteen_bit_plan;
   const int64_t tiles_n = ceil_div(p.N, kWgmmaBlockN);
@@ -1009,6 +1012,35 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   return shape;
 }
 
+}  // namespace
+
+// tf32 products with both operands K-major (a linear's forward) follow the 16-bit rules: a tf32
+// k-tile is the same 128 bytes as a 16-bit one and takes the tensor cores as long, so the tiles
+// that keep the 16-bit loops fed keep these fed too (faster than tf32's own plan over most of the
+// H200 tf32 forward grid, benchmarks/NOTES.md, session 54); but where those rules pair whole
+// 128×128 tiles and tf32's own plan takes 128×256 ones, the latter (tf32's 128-column tiles load
+// A's fragments through registers once per 128 columns, and most such forwards ran slower on
+// them). Other layouts (an operand MN-major) keep tf32's own rules, which were measured there.
+Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
+  const Overrides o = effective_overrides(p, given);
+  if (!tf32_can_split(p)) return choose_tiles(p, sms, o, false);
+  using Tf32Plan = Overrides::Tf32Plan;
+  const bool asked = o.tf32_plan != Tf32Plan::kAuto;
+  const bool sixteen_bit_rules =
+      asked ? o.tf32_plan == Tf32Plan::kSixteenBit : reads_both_k_major(p);
+  Shape own = choose_tiles(p, sms, o, false);
+  own.tf32_rules = Tf32Rules::kOwn;
+  if (!sixteen_bit_rules) return own;
+  Shape shape = choose_tiles(p, sms, o, true);
+  shape.tf32_rules = Tf32Rules::kSixteenBit;
+  if (!asked && shape.tile_rule == TileRule::kMedium && shape.clusters && own.consumers == 2 &&
+      own.block_n == kWgmmaBlockN) {
+    own.tf32_rules = Tf32Rules::kOwnOverMediumPairs;
+    return own;
+  }
+  return shape;
+}
+
 bool tma_stride_ok(int64_t stride, int64_t extent, int64_t element_bytes) {
   return extent <= 1 || (stride > 0 && stride * element_bytes % F::kTmaAlignBytes == 0);
 }
@@ -1308,6 +1340,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   const int64_t e = dtype_size(p.dtype);
   const bool batched = p.batch > 1;
   const int64_t sms = s.sms;
+  // The 16-bit tile rules chose the tile (bf16/fp16, or tf32 following them: Tf32Rules).
+  const bool sixteen_bit_rules = can_split(p) || s.tf32_rules == Tf32Rules::kSixteenBit;
 
   if (plan.transposed) {
     r.transposed = "runs the transposed product C^T = B^T A^T: tf32 wgmma reads B K-major only, "
@@ -1395,27 +1429,27 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     case TileRule::kNarrow:
       r.tile = "64x256, one consumer warpgroup: " + wide + " would leave more than " + half +
                " idle, and 64-row tiles double the blocks";
-      if (can_split(p)) {
+      if (sixteen_bit_rules) {
         r.tile += "; the " + str(s.small_tiles) + " tiles of 64x128 would not fit in one wave";
       } else {
-        r.tile += p.dtype == DType::kFloat32 ? " (tf32's 128-column tiles are 3xTF32's alone)"
+        r.tile += p.dtype == DType::kFloat32 ? " (tf32's own rules take no 128-column tiles)"
                                              : " (fused row sums follow 256-column tiles)";
       }
       break;
     case TileRule::kNarrowSplit:
       r.tile = "64x256 split in " + str(s.split_k) + " along K, one consumer warpgroup: " + wide +
-               " would leave more than " + half + " idle, tf32 has no 128-column tiles (3xTF32's "
-               "alone), and the " + str(narrow_tiles) +
+               " would leave more than " + half + " idle, tf32's own rules take no 128-column "
+               "tiles, and the " + str(narrow_tiles) +
                " tiles of 64x256 leave half of the SMs idle; " +
                slices_reason(s.split_k, sms, kNarrowSplitMinKTiles, F::kMaxNarrowSlices);
       break;
     case TileRule::kOneRowNarrow:
       r.tile = "64x256, one consumer warpgroup: " + no_wide +
-               (can_split(p)                 ? ", and the " + str(s.small_tiles) +
-                                                   " tiles of 64x128 would not fit in one wave"
-                : p.dtype == DType::kFloat32 ? std::string(" (tf32's 128-column tiles are 3xTF32's "
-                                                           "alone)")
-                                             : std::string(" (fused row sums follow 256-column tiles)"));
+               (sixteen_bit_rules ? ", and the " + str(s.small_tiles) +
+                                        " tiles of 64x128 would not fit in one wave"
+                : p.dtype == DType::kFloat32
+                    ? std::string(" (tf32's own rules take no 128-column tiles)")
+                    : std::string(" (fused row sums follow 256-column tiles)"));
       break;
     case TileRule::kSmallStreamK:
       r.tile = "64x128, one consumer warpgroup: " + no_wide + "; one row of " +
@@ -1637,13 +1671,13 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     r.split_k = "none: stream-K spreads K over the blocks instead (see stream_k)";
   } else if (s.tile_rule == TileRule::kForced) {
     r.split_k = "none: forced by TORCH_GEMM_WGMMA_SHAPE";
-  } else if (p.dtype == DType::kFloat32) {
+  } else if (p.dtype == DType::kFloat32 && !sixteen_bit_rules) {
     r.split_k = p.tf32_promoted ? std::string("none: 3xTF32's promoted tiles take the whole K")
                 : p.row_sum != nullptr
                     ? std::string("none: tf32 splits no product with row sums")
                 : s.consumers == 2
-                    ? std::string("none: tf32 splits only its 64x256 tiles, where they leave most "
-                                  "SMs idle")
+                    ? std::string("none: tf32's own rules split only its 64x256 tiles, where "
+                                  "they leave most SMs idle")
                     : "none: the 64x256 tiles fill half of the SMs, or K's " + str(k_tiles) +
                           " k-tiles are fewer than " + str(2 * kNarrowSplitMinKTiles) +
                           ", too short to split in two";
@@ -1704,7 +1738,7 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
         break;
       }
       r.cluster = "single blocks: every block has one tile (one wave) " +
-                  (sixteen_bit(p) ? "and K only " + str(plan.k_tiles) + " k-tiles (fewer than " +
+                  (sixteen_bit_rules ? "and K only " + str(plan.k_tiles) + " k-tiles (fewer than " +
                                         str(kPairOneWaveMinKTiles) + ")"
                                   : std::string("of tf32")) +
                   ", where a pair's start and its stages waiting on both blocks cost more than "
@@ -1749,6 +1783,28 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       r.grid += "; as few as keep the turns per block, so that idle SMs let the others clock "
                 "higher";
     }
+  }
+  // Which tile rules a tf32 product followed.
+  const bool tf32_asked = o.tf32_plan != Overrides::Tf32Plan::kAuto;
+  switch (s.tf32_rules) {
+    case Tf32Rules::kSixteenBit:
+      r.tile += tf32_asked ? "; tf32 under the 16-bit tile rules: TORCH_GEMM_WGMMA_TF32_PLAN="
+                             "sixteen_bit"
+                           : "; tf32 with both operands K-major follows the 16-bit tile rules (a "
+                             "k-tile is the same 128 bytes, as long on the tensor cores)";
+      break;
+    case Tf32Rules::kOwn:
+      r.tile += tf32_asked ? "; tf32's own tile rules: TORCH_GEMM_WGMMA_TF32_PLAN=own"
+                           : "; tf32's own tile rules: an operand is MN-major (the 16-bit rules "
+                             "are taken where both are K-major)";
+      break;
+    case Tf32Rules::kOwnOverMediumPairs:
+      r.tile += "; tf32's own tile rules: the 16-bit rules would pair 128x128 tiles in their "
+                "place, which ran slower in tf32 (A's fragments pass through registers once per "
+                "128 columns)";
+      break;
+    case Tf32Rules::kNone:
+      break;
   }
   // A forced shape that did not take: the plan chose instead, which a timing run would not see.
   if (given.shape_ignored) {

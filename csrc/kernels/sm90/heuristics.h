@@ -62,11 +62,12 @@ struct Overrides {
   // the launch (a memset on the stream), where otherwise their launch tag needs none
   // (WgmmaParams::sk_tag); sanitize_cases.py's TOOL_ENV sets it under initcheck.
   bool zero_flags = false;
-  // TORCH_GEMM_WGMMA_TF32_PLAN=sixteen_bit: tf32 products (not 3xTF32's, without row sums) take
-  // the 16-bit products' tile rules (64×128 split and dealt, 128×128 split and dealt, 64×64; not
-  // 128×192 or slim tiles), counted in the same 128-byte k-tiles, in place of tf32's own; for
-  // comparing the two on a GPU.
-  bool tf32_sixteen_bit_plan = false;
+  // TORCH_GEMM_WGMMA_TF32_PLAN=own|sixteen_bit: the tile rules of tf32 products (not 3xTF32's,
+  // without row sums): tf32's own (64×256 split, 128×256 dealt), or the 16-bit products' (64×128
+  // split and dealt, 128×128 split and dealt, 64×64; not 128×192 or slim tiles) for every layout;
+  // unset, the plan's choice between them (Tf32Rules). For comparing them on a GPU.
+  enum class Tf32Plan { kAuto, kOwn, kSixteenBit };
+  Tf32Plan tf32_plan = Tf32Plan::kAuto;
 };
 
 // The overrides from the variables' values (null: unset). A value out of range is ignored.
@@ -81,6 +82,11 @@ enum class TileRule {
   kTinyOneRow, kOneKTileNarrow, kForced, kPromoted
 };
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows };
+// Which tile rules a tf32 product followed (for explain): none (16-bit, 3xTF32's, row sums); the
+// 16-bit products' (both operands K-major, or as TORCH_GEMM_WGMMA_TF32_PLAN asks); tf32's own
+// (an operand MN-major or repacked, or as asked); tf32's own where the 16-bit rules' whole
+// 128×128 pairs would replace its 128×256 tiles.
+enum class Tf32Rules { kNone, kSixteenBit, kOwn, kOwnOverMediumPairs };
 
 // The most equal shares stream-K's grid cuts each dealt turn in, on fewer clusters than resident
 // (heuristics.cpp's equal_share_clusters), but for tf32's kWideStreamK tiles.
@@ -134,6 +140,7 @@ struct Shape {
   // (heuristics.cpp's equal_share_clusters): 4, or 8 for tf32's kWideStreamK tiles where the
   // 64×256 tiles would fill at most half the SMs.
   int stream_k_max_shares = kStreamKMaxShares;
+  Tf32Rules tf32_rules = Tf32Rules::kNone;
 
   int block_m() const { return consumers * static_cast<int>(kWgmmaNarrowBlockM); }
   int cluster_m() const { return clusters ? 2 : 1; }
