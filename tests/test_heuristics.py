@@ -666,6 +666,14 @@ def test_tf32_follows_the_sixteen_bit_rules_with_both_operands_k_major():
         assert chosen[0] == (128, 256) and "would pair 128x128 tiles" in why, (M, N, K)
         assert chosen == tile(M, N, K, tf32_plan="own")[0]
         assert tile(M, N, K, tf32_plan="sixteen_bit")[0][:3] == ((128, 128), 1, 2)
+    # From 344 k-tiles, tf32's own dealt 128x256 tiles where the 16-bit rules would pair 64x128
+    # tiles or deal out 128x128 pairs; below, those.
+    for M, N in [(128, 6144), (512, 2048)]:
+        chosen, why = tile(M, N, 11008)
+        assert chosen == ((128, 256), 1, 1, True) and "344 or more" in why, (M, N)
+        assert chosen == tile(M, N, 11008, tf32_plan="own")[0]
+        below = tile(M, N, 8192)
+        assert below[0][0] in {(64, 128), (128, 128)} and "follows the 16-bit" in below[1], (M, N)
     # Row sums and 3xTF32's inner product: neither rule set's note.
     assert "tile rules" not in tile(128, 2048, 4096, row_sum=True)[1]
     p = plan(4096, 4096, 4096, dtype=FP32, three_tf32=True, tf32_plan=None)

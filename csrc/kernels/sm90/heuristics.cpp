@@ -342,6 +342,11 @@ constexpr int64_t kTf32DealtThreeSharesMinShareKTiles = 26;
 // SMs, keep them (in 8 shares on 96 blocks 0.73–1.16). Not measured below 128 rows.
 constexpr int64_t kTf32DealtMaxShares = 8;
 constexpr int64_t kTf32DealtManySharesMinKTiles = 160;
+// tf32 following the 16-bit rules (choose_shape) keeps its own dealt 128×256 tiles (kWideStreamK)
+// from this many k-tiles (K of 11008 and more) where the 16-bit rules would pair whole 64×128
+// tiles or deal out paired 128×128 ones: there those ran slower than the 128×256 ones on most of
+// the 128–512-token forwards of the H200 tf32 grid, and faster below it (session 54).
+constexpr int64_t kTf32OwnDealtMinKTiles = 344;
 
 // 16-bit products of an even number of 128-row tile rows (more than 192 rows: a pair's second tile
 // more than half full) whose 128×256 tiles would leave half the SMs idle (so that the plan takes
@@ -1020,7 +1025,9 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
 // H200 tf32 forward grid, benchmarks/NOTES.md, session 54); but where those rules pair whole
 // 128×128 tiles and tf32's own plan takes 128×256 ones, the latter (tf32's 128-column tiles load
 // A's fragments through registers once per 128 columns, and most such forwards ran slower on
-// them). Other layouts (an operand MN-major) keep tf32's own rules, which were measured there.
+// them), and so with a long K where tf32's own plan deals 128×256 tiles out and the 16-bit rules
+// would pair 128-column ones (kTf32OwnDealtMinKTiles). Other layouts (an operand MN-major) keep
+// tf32's own rules, which were measured there.
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   const Overrides o = effective_overrides(p, given);
   if (!tf32_can_split(p)) return choose_tiles(p, sms, o, false);
@@ -1033,9 +1040,17 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   if (!sixteen_bit_rules) return own;
   Shape shape = choose_tiles(p, sms, o, true);
   shape.tf32_rules = Tf32Rules::kSixteenBit;
-  if (!asked && shape.tile_rule == TileRule::kMedium && shape.clusters && own.consumers == 2 &&
+  if (asked) return shape;
+  if (shape.tile_rule == TileRule::kMedium && shape.clusters && own.consumers == 2 &&
       own.block_n == kWgmmaBlockN) {
     own.tf32_rules = Tf32Rules::kOwnOverMediumPairs;
+    return own;
+  }
+  const int64_t k_tiles = ceil_div(p.K, k_tile_elements(p));
+  if (own.tile_rule == TileRule::kWideStreamK && k_tiles >= kTf32OwnDealtMinKTiles &&
+      shape.clusters &&
+      (shape.tile_rule == TileRule::kSmall || shape.tile_rule == TileRule::kMediumStreamK)) {
+    own.tf32_rules = Tf32Rules::kOwnDealtOverPairs;
     return own;
   }
   return shape;
@@ -1802,6 +1817,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       r.tile += "; tf32's own tile rules: the 16-bit rules would pair 128x128 tiles in their "
                 "place, which ran slower in tf32 (A's fragments pass through registers once per "
                 "128 columns)";
+      break;
+    case Tf32Rules::kOwnDealtOverPairs:
+      r.tile += "; tf32's own tile rules: with K's " + str(plan.k_tiles) + " k-tiles (" +
+                str(kTf32OwnDealtMinKTiles) + " or more) these dealt 128x256 tiles ran faster in "
+                "tf32 than the 16-bit rules' pairs of 128-column tiles";
       break;
     case Tf32Rules::kNone:
       break;

@@ -85,8 +85,9 @@ enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows 
 // Which tile rules a tf32 product followed (for explain): none (16-bit, 3xTF32's, row sums); the
 // 16-bit products' (both operands K-major, or as TORCH_GEMM_WGMMA_TF32_PLAN asks); tf32's own
 // (an operand MN-major or repacked, or as asked); tf32's own where the 16-bit rules' whole
-// 128×128 pairs would replace its 128×256 tiles.
-enum class Tf32Rules { kNone, kSixteenBit, kOwn, kOwnOverMediumPairs };
+// 128×128 pairs would replace its 128×256 tiles, or, with a long K, their 64×128 pairs or dealt
+// 128×128 pairs its dealt 128×256 tiles.
+enum class Tf32Rules { kNone, kSixteenBit, kOwn, kOwnOverMediumPairs, kOwnDealtOverPairs };
 
 // The most equal shares stream-K's grid cuts each dealt turn in, on fewer clusters than resident
 // (heuristics.cpp's equal_share_clusters), but for tf32's kWideStreamK tiles.
