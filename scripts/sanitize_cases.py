@@ -49,6 +49,7 @@ OVERRIDE_ARGS = {
     "TORCH_GEMM_WGMMA_STREAM_K": "stream_k",
     "TORCH_GEMM_WGMMA_MAX_CLUSTERS": "max_clusters",
     "TORCH_GEMM_WGMMA_STORE": "store",
+    "TORCH_GEMM_WGMMA_TF32_PLAN": "tf32_plan",
 }
 # What a tool changes in every group's environment. initcheck does not count a TMA store
 # (cp.async.bulk.tensor from shared memory) as a write, so it calls every element C received that
@@ -197,19 +198,31 @@ DEFAULT_CASES = (
          "cannot read: Cᵀ = Bᵀ·Aᵀ runs instead, C filled by transposed TMA boxes",
          "wgmma_sm90", 1800, 3840, 320, dtype="float32", b_k_major=False,
          expect={"transposed": True, "store": "tma_transposed"}),
-    Case("wgmma tf32", "float32 with both operands K-major: the tf32 wgmma reads them as they are",
-         "wgmma_sm90", 200, 264, 72, dtype="float32",
-         expect={"transposed": False, "store": "tma", "tile": (64, 256)}),
-    Case("wgmma tf32 split 8", "tf32, 8 tiles of 64x256 with 256 k-tiles: each split in 8 slices "
-         "(a cluster of 8), partials added through distributed shared memory, one box a block",
-         "wgmma_sm90", 64, 2048, 8192, dtype="float32",
-         expect={"tile": (64, 256), "split_k": 8, "split_groups": 1}),
-    Case("wgmma tf32 split 8 in 4 clusters", "tf32 linear with a bias, 2 tiles of 64x256 with 256 "
-         "k-tiles: 32 slices of 8 over 4 clusters of 8 a tile, each cluster's sums through "
-         "distributed shared memory, then the clusters' through the workspace, added by the last; "
-         "the bias enters with the first cluster's first slice",
-         "wgmma_sm90", 128, 256, 8192, dtype="float32", op="linear",
-         expect={"tile": (64, 256), "split_k": 8, "split_groups": 4}),
+    Case("wgmma tf32 64x128 pairs", "float32 with both operands K-major, read by the tf32 wgmma as "
+         "they are, on the 16-bit tile rules: 4 rows of 64x128 tiles, paired, A's fragments "
+         "through registers", "wgmma_sm90", 200, 264, 72, dtype="float32",
+         expect={"transposed": False, "store": "tma", "tile": (64, 128), "cluster": 2}),
+    Case("wgmma tf32 64x128 split 8", "tf32, one tile of 64x128 with 65 k-tiles: 8 slices (the last "
+         "short), 16 owned columns a block, from registers",
+         "wgmma_sm90", 33, 100, 2050, dtype="float32",
+         expect={"tile": (64, 128), "split_k": 8, "store": "registers"}),
+    Case("wgmma tf32 64x128 pairs dealt", "tf32, 8 rows of 64x128 tiles the 16-bit rules would "
+         "split, paired with every turn dealt out as k-tiles (129 a turn), partials in the "
+         "workspace", "wgmma_sm90", 500, 264, 4099, dtype="float32",
+         expect={"tile": (64, 128), "cluster": 2, "stream_k": True}),
+    Case("wgmma tf32 128x128 pairs dealt", "tf32, 2 rows of 128x128 tiles with a long K (129 "
+         "k-tiles), paired, every turn dealt out", "wgmma_sm90", 200, 2000, 4099, dtype="float32",
+         expect={"tile": (128, 128), "cluster": 2, "stream_k": True}),
+    Case("wgmma tf32 128x128 split 4", "tf32, one row of 24 tiles of 128x128 with 257 k-tiles: 4 "
+         "slices a tile (two consumers, a cluster of 4), one box a block",
+         "wgmma_sm90", 100, 3000, 8200, dtype="float32",
+         expect={"tile": (128, 128), "split_k": 4}),
+    Case("wgmma tf32 128x128 single", "tf32, 4x24 = 96 tiles of 128x128 in one short wave, single "
+         "blocks", "wgmma_sm90", 500, 3000, 72, dtype="float32",
+         expect={"tile": (128, 128), "cluster": 1}),
+    Case("wgmma tf32 64x64 pairs", "tf32, 8 rows of 64x64 tiles (9 columns, the last part-full), "
+         "paired, 12 stages of 16 KB", "wgmma_sm90", 500, 520, 72, dtype="float32",
+         expect={"tile": (64, 64), "cluster": 2}),
     Case("wgmma tf32 split 8 transposed", "tf32 with an N-major B: the transposed product's 4 "
          "tiles split in 8 over 2 clusters, whose 32 owned columns are narrower than a transposed "
          "box: from registers", "wgmma_sm90", 128, 256, 8192, dtype="float32", b_k_major=False,
@@ -218,10 +231,6 @@ DEFAULT_CASES = (
          "tiles split in 4, each block storing its two transposed boxes",
          "wgmma_sm90", 256, 1024, 4096, dtype="float32", b_k_major=False,
          expect={"transposed": True, "tile": (64, 256), "split_k": 4}),
-    Case("wgmma tf32 split 2 bias", "tf32 linear with a bias, 64 tiles of 64x256 split in 2: the "
-         "bias enters with the first slice",
-         "wgmma_sm90", 1000, 1000, 1000, dtype="float32", op="linear",
-         expect={"tile": (64, 256), "split_k": 2}),
     Case("wgmma bias", "linear_tiled with a bias: the bias row through shared memory in the "
          "epilogue, on paired 128x256 tiles",
          "wgmma_sm90", 1800, 3840, 320, op="linear", expect={**WIDE, "cluster": 2}),
@@ -305,6 +314,25 @@ DEFAULT_CASES = (
 )
 GROUPS = (
     Group("default", {}, DEFAULT_CASES, sweep=True),
+    Group("wgmma_tf32_own", {"TORCH_GEMM_WGMMA_TF32_PLAN": "own"}, (
+        Case("wgmma tf32 64x256 pairs", "tf32's own rules: 4 rows of 64x256 tiles, paired",
+             "wgmma_sm90", 200, 264, 72, dtype="float32",
+             expect={"transposed": False, "store": "tma", "tile": (64, 256), "cluster": 2}),
+        Case("wgmma tf32 split 8", "tf32, 8 tiles of 64x256 with 256 k-tiles: each split in 8 slices "
+             "(a cluster of 8), partials added through distributed shared memory, one box a block",
+             "wgmma_sm90", 64, 2048, 8192, dtype="float32",
+             expect={"tile": (64, 256), "split_k": 8, "split_groups": 1}),
+        Case("wgmma tf32 split 8 in 4 clusters", "tf32 linear with a bias, 2 tiles of 64x256 with 256 "
+             "k-tiles: 32 slices of 8 over 4 clusters of 8 a tile, each cluster's sums through "
+             "distributed shared memory, then the clusters' through the workspace, added by the last; "
+             "the bias enters with the first cluster's first slice",
+             "wgmma_sm90", 128, 256, 8192, dtype="float32", op="linear",
+             expect={"tile": (64, 256), "split_k": 8, "split_groups": 4}),
+        Case("wgmma tf32 split 2 bias", "tf32 linear with a bias, 64 tiles of 64x256 split in 2: the "
+             "bias enters with the first slice",
+             "wgmma_sm90", 1000, 1000, 1000, dtype="float32", op="linear",
+             expect={"tile": (64, 256), "split_k": 2}),
+    )),
     Group("wgmma_split_2x2", {"TORCH_GEMM_WGMMA_SHAPE": "2x2"}, (
         Case("wgmma 128x256 split 2", "TORCH_GEMM_WGMMA_SHAPE=2x2 forces 128x256 tiles in 2 slices "
              "of K, reduced through the pair's distributed shared memory (the plan no longer picks it)",
@@ -331,10 +359,10 @@ GROUPS = (
              "wgmma_sm90", 32, 4096, 4096, b_k_major=False,
              expect={"tile": (64, 128), "split_k": 1, "stream_k": True}),
     )),
-    Group("wgmma_stream_k_all_tf32", {"TORCH_GEMM_WGMMA_STREAM_K": "3"}, (
-        Case("wgmma tf32 64x256 stream-K every tile", "TORCH_GEMM_WGMMA_STREAM_K=3 in tf32: one row "
-             "of 8 tiles of 64x256 (16 rows against a weight) in 128 k-tiles each, dealt out as "
-             "k-tiles over every SM, partials in the workspace",
+    Group("wgmma_stream_k_all_tf32", {"TORCH_GEMM_WGMMA_STREAM_K": "3", "TORCH_GEMM_WGMMA_TF32_PLAN": "own"}, (
+        Case("wgmma tf32 64x256 stream-K every tile", "TORCH_GEMM_WGMMA_STREAM_K=3 in tf32 under its "
+             "own rules: one row of 8 tiles of 64x256 (16 rows against a weight) in 128 k-tiles "
+             "each, dealt out as k-tiles over every SM, partials in the workspace",
              "wgmma_sm90", 16, 2048, 4096, dtype="float32",
              expect={"tile": (64, 256), "consumers": 1, "cluster": 1, "stream_k": True}),
     )),
