@@ -333,6 +333,22 @@ GROUPS = (
              "wgmma_sm90", 1000, 1000, 1000, dtype="float32", op="linear",
              expect={"tile": (64, 256), "split_k": 2}),
     )),
+    Group("wgmma_tf32_sixteen_bit", {"TORCH_GEMM_WGMMA_TF32_PLAN": "sixteen_bit"}, (
+        Case("wgmma tf32 128x128 pairs dealt transposed", "tf32 with an N-major B under the 16-bit "
+             "rules (TORCH_GEMM_WGMMA_TF32_PLAN=sixteen_bit): the transposed product's 2000 rows "
+             "of Bᵀ, read MN-major through permuted register loads, on 128x128 pairs with every "
+             "turn dealt out; C filled by transposed TMA boxes",
+             "wgmma_sm90", 2000, 200, 4099, dtype="float32", b_k_major=False,
+             expect={"transposed": True, "tile": (128, 128), "cluster": 2, "stream_k": True,
+                     "store": "tma_transposed"}),
+        Case("wgmma tf32 64x64 transposed", "the same on 64x64 pairs, two transposed boxes a tile",
+             "wgmma_sm90", 520, 500, 72, dtype="float32", b_k_major=False,
+             expect={"transposed": True, "tile": (64, 64), "cluster": 2, "store": "tma_transposed"}),
+        Case("wgmma tf32 128x128 split 4 MN-major A", "tf32 with A MN-major (through permuted "
+             "register loads) on 128x128 tiles split in 4, one box a block",
+             "wgmma_sm90", 100, 3000, 8200, dtype="float32", a_k_major=False,
+             expect={"transposed": False, "tile": (128, 128), "split_k": 4, "store": "tma"}),
+    )),
     Group("wgmma_split_2x2", {"TORCH_GEMM_WGMMA_SHAPE": "2x2"}, (
         Case("wgmma 128x256 split 2", "TORCH_GEMM_WGMMA_SHAPE=2x2 forces 128x256 tiles in 2 slices "
              "of K, reduced through the pair's distributed shared memory (the plan no longer picks it)",

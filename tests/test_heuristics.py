@@ -63,6 +63,9 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
         # Owned columns that are not whole 128-byte boxes leave from registers.
         if tile[1] // split * (2 if sixteen_bit else 4) % 128 != 0:
             assert p["store"] == "registers", p
+        # A transposed C's boxes span 64 of the product's columns: whole ones a slice, or registers.
+        if p["store"] == "tma_transposed":
+            assert split * 64 <= tile[1], p
     if tile == (128, 192):
         assert split == 1, p
     if tile == (64, 64):  # unsplit, whole turns, no row sums
@@ -657,7 +660,7 @@ def test_tf32_follows_the_sixteen_bit_rules_with_both_operands_k_major():
     assert tile(128, 2048, 4096)[0] == ((64, 128), 1, 2, True)  # 64x128 pairs dealt out
     # An MN-major A: tf32's own 64x256 tiles split in 4, as TORCH_GEMM_WGMMA_TF32_PLAN=own asks.
     chosen, why = tile(128, 2048, 4096, a_k_major=False)
-    assert chosen == ((64, 256), 4, 1, False) and "an operand is MN-major" in why
+    assert chosen == ((64, 256), 4, 1, False) and "A is read MN-major" in why
     assert tile(128, 2048, 4096, tf32_plan="own")[0] == chosen
     assert tile(128, 2048, 4096, a_k_major=False, tf32_plan="sixteen_bit")[0] == ((64, 128), 1, 2, True)
     # 128x128 pairs would replace tf32's own dealt (and paired) 128x256 tiles: those stay.
@@ -674,10 +677,21 @@ def test_tf32_follows_the_sixteen_bit_rules_with_both_operands_k_major():
         assert chosen == tile(M, N, 11008, tf32_plan="own")[0]
         below = tile(M, N, 8192)
         assert below[0][0] in {(64, 128), (128, 128)} and "follows the 16-bit" in below[1], (M, N)
+    # A B repacked K-major (N-major with a bias: not run transposed) reads K-major: the 16-bit rules.
+    chosen, why = tile(512, 2048, 4096, b_k_major=False, bias=True)
+    assert chosen[0] == (64, 128) and "follows the 16-bit tile rules" in why
+    # A value of TORCH_GEMM_WGMMA_TF32_PLAN that names no rule set: the plan's choice, said so.
+    p = plan(128, 2048, 4096, dtype=FP32, tf32_plan="sixteen")
+    assert tuple(p["tile"]) == (64, 128) and "names no rule set" in p["why"]["tile"]
     # Row sums and 3xTF32's inner product: neither rule set's note.
     assert "tile rules" not in tile(128, 2048, 4096, row_sum=True)[1]
     p = plan(4096, 4096, 4096, dtype=FP32, three_tf32=True, tf32_plan=None)
     assert tuple(p["tile"]) == (128, 128) and "tile rules" not in p["why"]["tile"]
+    # 3xTF32's promoted tiles take 1xSx128 and 2xSx128 as their consumers.
+    for shape, tile_ in (("1x1x128", (64, 128)), ("1x2x128", (64, 128)), ("2x1x128", (128, 128))):
+        p = plan(4096, 4096, 4096, dtype=FP32, three_tf32=True, shape=shape)
+        assert tuple(p["tile"]) == tile_ and "forced by TORCH_GEMM_WGMMA_SHAPE" in p["why"]["tile"], shape
+        assert "cannot take" not in p["why"]["tile"], shape
 
 
 # At most 64 rows (16-bit and tf32): 64-row tiles, 64x256 where the 64x128 ones would not fit in
@@ -1262,13 +1276,16 @@ SHAPES = [(1, 1, 1), (16, 4096, 4096), (100, 100, 100), (256, 4096, 4096), (512,
 def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     layouts = itertools.product([True, False], repeat=2)
     extras = [dict(), dict(bias=True), dict(row_sum=True), dict(batch=3)]
+    if dtype == FP32:
+        extras.append(dict(three_tf32=True))
     overrides = [dict(), dict(shape="1x1x128"), dict(shape="2x2"), dict(shape="2x1x192"), dict(cluster="1"),
                  dict(stream_k="2"), dict(stream_k="3"), dict(max_clusters="5"), dict(stream_k="0", cluster="1"),
                  dict(shape="2x1x192", cluster="1"), dict(shape="2x1x80"), dict(shape="2x1x96", cluster="1"),
                  dict(shape="2x1x160"), dict(shape="2x1x160", cluster="1"),
                  dict(shape="2x2x128"), dict(shape="2x4x128"), dict(shape="1x1x64"),
                  dict(shape="1x1x64", cluster="1"), dict(tf32_plan="sixteen_bit"),
-                 dict(tf32_plan="sixteen_bit", stream_k="3"), dict(shape="1x8x128x2")]
+                 dict(tf32_plan="sixteen_bit", stream_k="3"), dict(shape="1x8x128x2"),
+                 dict(tf32_plan=None), dict(tf32_plan=None, stream_k="3")]
     for (a_k, b_k), extra, override in itertools.product(layouts, extras, overrides):
         p = plan(M, N, K, dtype=dtype, sm_count=sm_count, a_k_major=a_k, b_k_major=b_k, **extra, **override)
         assert p["refused"] is None

@@ -28,6 +28,8 @@ REQUIRED_PATHS = {
     "wgmma tf32 split 8 in 4 clusters", "wgmma tf32 split 8 transposed", "wgmma tf32 64x128 pairs",
     "wgmma tf32 64x128 split 8", "wgmma tf32 64x128 pairs dealt", "wgmma tf32 128x128 pairs dealt",
     "wgmma tf32 128x128 split 4", "wgmma tf32 128x128 single", "wgmma tf32 64x64 pairs",
+    "wgmma tf32 128x128 pairs dealt transposed", "wgmma tf32 64x64 transposed",
+    "wgmma tf32 128x128 split 4 MN-major A",
     "wgmma tf32 split 4 transposed", "wgmma tf32 split 2 bias", "wgmma bias", "wgmma row sums fused",
     "wgmma row sums separate", "wgmma batched",
     "3xtf32 promoted 128x128 pairs", "3xtf32 promoted 128x128 single", "3xtf32 promoted 64x128 pairs",

@@ -61,7 +61,7 @@ struct WgmmaConfig {
   // boxes per consumer, or 4–8 with one (3 stages beside a whole-tile ring of boxes were no
   // faster, benchmarks/NOTES.md). 64×128 tiles take 24 KB a k-tile: 8 in flight, on shapes whose
   // loop waits on L2. 128×128 tiles take 32 KB: 6, beside a whole tile of 16-bit boxes (fp32 C,
-  // 3xTF32's, takes two rounds of the ring's 2). 128×192 tiles take 40 KB: 5, beside one box per
+  // tf32's and 3xTF32's, takes two rounds of the ring's 2). 128×192 tiles take 40 KB: 5, beside one box per
   // consumer, which is all their deferred stores fill at a time (Epilogue::kPendingRing). Slim
   // tiles take 26 or 28 KB: 7 (their C leaves from registers; the one box is never filled); the
   // 160-column ones 36 KB: 5, as many as fit beside that box.
@@ -107,7 +107,8 @@ struct WgmmaConfig {
   static constexpr int kBoxCols = kSwizzleBytes / kElementBytes;  // 64 (16-bit) or 32 (fp32)
   // Whether C leaves through the boxes at all (a slim tile is not whole boxes: from registers).
   static constexpr bool kBoxedC = !kSlim && kBlockN % kBoxCols == 0;
-  // A consumer's boxes: 16-bit 4, 3, 2 or 1 (256, 192, 128, 64 columns); fp32 8 or 4 (256, 128).
+  // A consumer's boxes: 16-bit 4, 3, 2 or 1 (256, 192, 128, 64 columns); fp32 8, 4 or 2 (256,
+  // 128, 64).
   static constexpr int kBoxesPerTile = kBoxedC ? kBlockN / kBoxCols : 1;
   static constexpr int kBoxBytes = kMmaM * kSwizzleBytes;         // 8 KB
   static constexpr int kSmemLimit = 227 * 1024;  // sm_90's dynamic shared memory per block

@@ -335,15 +335,15 @@ class Epilogue {
       // A slim tile is not whole boxes: from registers (the plan never asks for TMA stores).
       store_accumulators<Config, T, kPermuted>(p, d, z, row0, n0);
     } else if constexpr (kSplitK > 1 && Config::kBoxesPerTile % kSplitK != 0) {
-      // Owned columns narrower than a box (a 64×128 tile split in 4 or 8, 128×128 in 4): from
-      // registers, 32 or 16 columns a block, whose stores are a small part of its time (the
-      // plan says so: heuristics.cpp's owns_whole_boxes).
+      // Owned columns narrower than a box (a 16-bit 64×128 tile split in 4 or 8, 128×128 in 4; a
+      // tf32 64×128 tile split in 8): from registers, 32 or 16 columns a block, whose stores are a
+      // small part of its time (the plan says so: heuristics.cpp's owns_whole_boxes).
       store_accumulators<Config, T, kPermuted, kSplitK>(p, d, z, row0, n0, split);
     } else if constexpr (kSplitK > 1 && Config::kTf32) {
-      // fp32 C of a split 64×256 tile: the owned boxes (kBlockN / kSplitK columns), through the
-      // ring at once. Unrolled over the owners so that d is indexed with constants. A transposed
-      // C's boxes span 64 of the product's columns: owned columns narrower than that (8 slices)
-      // leave from registers.
+      // fp32 C of a split tile (64×256, 64×128 or 128×128): the owned boxes (kBlockN / kSplitK
+      // columns), through the ring at once. Unrolled over the owners so that d is indexed with
+      // constants. A transposed C's boxes span 64 of the product's columns: owned columns
+      // narrower than that leave from registers.
       constexpr int kOwnedBoxes = Config::kBoxesPerTile / kSplitK;
       constexpr int kHalves = Config::kMmaM / Config::kBoxCols;
       if (!p.tma_store || (p.c_transposed && kOwnedBoxes % kHalves != 0)) {

@@ -250,8 +250,8 @@ int split_groups_of(int64_t tiles, int64_t k_tiles, int64_t sms) {
   return groups;
 }
 
-// tf32 (not 3xTF32's promoted tiles) has no 128-column tiles: where its 64×256 tiles leave most
-// SMs idle, each is split along K like the 16-bit 64×128 ones, in 2, 4 or 8 slices as fit in one
+// tf32 under its own rules (choose_shape: an operand read MN-major) takes no 128-column tiles:
+// where its 64×256 tiles leave most SMs idle, each is split along K like the 16-bit 64×128 ones, in 2, 4 or 8 slices as fit in one
 // wave of clusters with at least this many k-tiles (of 32 floats) each. Without it, 128 rows
 // against 256 columns ran on 2 SMs at 0.17 of torch (H100, tf32 grid, session 31).
 constexpr int64_t kNarrowSplitMinKTiles = 8;
@@ -432,16 +432,20 @@ bool can_take_slim(const GemmParams& p) { return can_split(p) && reads_both_k_ma
 
 // The overrides as they apply to p: 1xS (64×256 tiles in S slices of K) is tf32's alone, slim
 // tiles (2x1x80, 2x1x96, 2x1x160) are can_take_slim's, and 64×128, 128×128 (split or not) and
-// 64×64 tiles (1xSx128, 2xSx128, 1x1x64) those of 16-bit and tf32 products without row sums (not
-// 3xTF32's); for other products they are ignored, as an invalid shape is (2x2 and 2x1x192 keep
-// tf32 on whole 128×256 tiles: choose_shape).
+// 64×64 tiles (1xSx128, 2xSx128, 1x1x64) those of 16-bit and tf32 products without row sums
+// (3xTF32's inner product takes the 128-column ones as its consumers); for other products they
+// are ignored, as an invalid shape is (2x2 and 2x1x192 keep tf32 on whole 128×256 tiles:
+// choose_shape).
 Overrides effective_overrides(const GemmParams& p, const Overrides& given) {
   Overrides o = given;
   const bool tf32 = tf32_can_split(p);
   if (o.consumers == 1 && o.block_n == kWgmmaBlockN && o.split_k > 1 && !tf32) {
     o.consumers = 0, o.split_k = 0, o.split_groups = 1;
   }
-  const bool tiles_128_or_64 = o.block_n == kWgmmaSmallBlockN || o.block_n == kWgmmaTinyBlockN;
+  // 3xTF32's promoted tiles are 128 columns wide: its inner product takes 1xSx128 and 2xSx128 as
+  // their consumers (choose_shape).
+  const bool tiles_128_or_64 =
+      (o.block_n == kWgmmaSmallBlockN && !p.tf32_promoted) || o.block_n == kWgmmaTinyBlockN;
   if ((is_slim_block_n(o.block_n) && !can_take_slim(p)) ||
       (tiles_128_or_64 && !can_split(p) && !tf32)) {
     o.consumers = 0, o.split_k = 0, o.block_n = static_cast<int>(kWgmmaBlockN);
@@ -612,6 +616,8 @@ Overrides parse_overrides(const char* shape, const char* cluster, const char* st
                 : std::strcmp(tf32_plan, "own") == 0         ? Overrides::Tf32Plan::kOwn
                 : std::strcmp(tf32_plan, "sixteen_bit") == 0 ? Overrides::Tf32Plan::kSixteenBit
                                                              : Overrides::Tf32Plan::kAuto;
+  o.tf32_plan_ignored =
+      tf32_plan != nullptr && tf32_plan[0] != '\0' && o.tf32_plan == Overrides::Tf32Plan::kAuto;
   return o;
 }
 
@@ -642,7 +648,7 @@ namespace {
 // enough K on 5/8 of the SMs (kSmallDealtMinShareKTiles). 16-bit products of at most 64 rows never
 // take half-empty 128-row tiles: 64×256 where the 64×128 ones would not fit in one wave.
 // Two-consumer tiles in 3 tile rows (128×128 ones up to 7) run unpaired (kOddRowsUnpairedMax).
-// tf32, which has no 128-column tiles, splits its 64×256 tiles along K likewise where they leave
+// tf32 under its own rules (no 128-column tiles) splits its 64×256 tiles along K likewise where they leave
 // half the SMs idle (kNarrowSplitMinKTiles); past 192 rows (at 128 in 3 or 4 shares, and from 128
 // where their blocks fill at most half the SMs and K is long) it takes 128×256 tiles with every
 // turn dealt out instead, where the turns split in equal shares of a long enough K
@@ -726,7 +732,7 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
   };
   // Whether 128×256 tiles (Shape's defaults), with a K of kStreamKKeepsWideMinKTiles or more,
   // would have their last round dealt out by stream-K (as plan_grid would): then the narrower
-  // tiles below do not replace them (16-bit only: tf32 has none).
+  // tiles below do not replace them (as the 16-bit rules have them; tf32's own take none).
   const int64_t wide_cluster = cluster_rule_of(Shape{}) == ClusterRule::kPairs ? 2 : 1;
   StreamKRule wide_stream_k = StreamKRule::kOff;
   const bool keep_wide =
@@ -1026,7 +1032,7 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
 // 128×128 tiles and tf32's own plan takes 128×256 ones, the latter (tf32's 128-column tiles load
 // A's fragments through registers once per 128 columns, and most such forwards ran slower on
 // them), and so with a long K where tf32's own plan deals 128×256 tiles out and the 16-bit rules
-// would pair 128-column ones (kTf32OwnDealtMinKTiles). Other layouts (an operand MN-major) keep
+// would pair 128-column ones (kTf32OwnDealtMinKTiles). Other layouts (A read MN-major) keep
 // tf32's own rules, which were measured there.
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   const Overrides o = effective_overrides(p, given);
@@ -1158,8 +1164,9 @@ bool owns_transposed_boxes(const Shape& s) {
 }
 
 // Whether each block's columns of C (a split tile's: those its slice owns) are whole 128-byte
-// boxes, which TMA stores; a slim tile's 80, 96 or 160, and a 16-bit 64×128 tile's in 4 or 8 slices
-// or 128×128 tile's in 4, are not, and leave from registers (epilogue.cuh).
+// boxes, which TMA stores; a slim tile's 80, 96 or 160, a 16-bit 64×128 tile's in 4 or 8 slices
+// or 128×128 tile's in 4, and a tf32 64×128 tile's in 8, are not, and leave from registers
+// (epilogue.cuh).
 bool owns_whole_boxes(const Shape& s, DType dtype) {
   return s.block_n / s.split_k * dtype_size(dtype) % F::kKTileBytes == 0;
 }
@@ -1425,15 +1432,18 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   switch (s.tile_rule) {
     case TileRule::kWide:
       r.tile = "128x256, two consumer warpgroups: the " + wide + " fill at least " + half;
-      if (can_split(p)) {
+      if (sixteen_bit_rules) {
         const int64_t wide_rounds = ceil_div(s.wide_tiles, sms);
         r.tile += ", in " + str(wide_rounds) + (wide_rounds == 1 ? " round" : " rounds") +
                   ", where the " +
                   str(s.medium_tiles) + " tiles of 128x128 would take " +
                   str(ceil_div(s.medium_tiles, sms)) + " at about " +
-                  str(kMediumTileCostTenths) + "/10 of the time each and the " +
-                  str(s.mid_tiles) + " of 128x192 " + str(ceil_div(s.mid_tiles, sms)) +
-                  " at about " + str(kMidTileCostTenths) + "/10";
+                  str(kMediumTileCostTenths) + "/10 of the time each";
+        if (can_split(p)) {
+          r.tile += " and the " + str(s.mid_tiles) + " of 128x192 " +
+                    str(ceil_div(s.mid_tiles, sms)) + " at about " + str(kMidTileCostTenths) +
+                    "/10";
+        }
         if (s.stream_k_keeps_wide) {
           r.tile += "; stream-K deals out these tiles' last round, which with K's " +
                     str(plan.k_tiles) + " k-tiles (" + str(kStreamKKeepsWideMinKTiles) +
@@ -1447,8 +1457,9 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       if (sixteen_bit_rules) {
         r.tile += "; the " + str(s.small_tiles) + " tiles of 64x128 would not fit in one wave";
       } else {
-        r.tile += p.dtype == DType::kFloat32 ? " (tf32's own rules take no 128-column tiles)"
-                                             : " (fused row sums follow 256-column tiles)";
+        r.tile += p.row_sum == nullptr ? " (tf32's own rules take no 128-column tiles)"
+                  : sixteen_bit(p)     ? " (fused row sums follow 256-column tiles)"
+                                       : " (row sums keep tf32 on 256-column tiles)";
       }
       break;
     case TileRule::kNarrowSplit:
@@ -1462,9 +1473,9 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       r.tile = "64x256, one consumer warpgroup: " + no_wide +
                (sixteen_bit_rules ? ", and the " + str(s.small_tiles) +
                                         " tiles of 64x128 would not fit in one wave"
-                : p.dtype == DType::kFloat32
-                    ? std::string(" (tf32's own rules take no 128-column tiles)")
-                    : std::string(" (fused row sums follow 256-column tiles)"));
+                : p.row_sum == nullptr ? std::string(" (tf32's own rules take no 128-column tiles)")
+                : sixteen_bit(p)       ? std::string(" (fused row sums follow 256-column tiles)")
+                                       : std::string(" (row sums keep tf32 on 256-column tiles)"));
       break;
     case TileRule::kSmallStreamK:
       r.tile = "64x128, one consumer warpgroup: " + no_wide + "; one row of " +
@@ -1713,7 +1724,7 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     r.split_k = "none: only 64x128 tiles are split where the plan chooses (their products leave "
                 "the SMs idle without it), two rows of them with a long K as 128x128 tiles in 4 "
                 "slices, and 16 or more rows of them that run whole in one wave, with a long K, as "
-                "128x128 tiles in 2; 128x256 tiles in two slices with TORCH_GEMM_WGMMA_SHAPE=2x2, "
+                "128x128 tiles in 2; 128x256 tiles in two slices with TORCH_GEMM_WGMMA_SHAPE=2x2 (16-bit), "
                 "128x128 in 2 or 4 with 2x2x128 or 2x4x128";
   }
 
@@ -1810,8 +1821,9 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     case Tf32Rules::kOwn:
       r.tile += tf32_asked ? "; tf32's own tile rules: TORCH_GEMM_WGMMA_TF32_PLAN=own"
-                           : "; tf32's own tile rules: an operand is MN-major (the 16-bit rules "
-                             "are taken where both are K-major)";
+                           : "; tf32's own tile rules: A is read MN-major, through permuted register "
+                             "loads (the 16-bit rules are taken where both operands are read "
+                             "K-major)";
       break;
     case Tf32Rules::kOwnOverMediumPairs:
       r.tile += "; tf32's own tile rules: the 16-bit rules would pair 128x128 tiles in their "
@@ -1825,6 +1837,9 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     case Tf32Rules::kNone:
       break;
+  }
+  if (s.tf32_rules != Tf32Rules::kNone && o.tf32_plan_ignored) {
+    r.tile += "; TORCH_GEMM_WGMMA_TF32_PLAN names no rule set (own, sixteen_bit), so the plan chose";
   }
   // A forced shape that did not take: the plan chose instead, which a timing run would not see.
   if (given.shape_ignored) {

@@ -23,7 +23,7 @@ struct KernelFacts {
   static constexpr int64_t kKTileBytes = 128;  // a k-tile is one 128-byte swizzled row of K
   static constexpr int kSplitSlices = 2;       // K slices of a split 128×256 tile
   static constexpr int kMaxSmallSlices = 8;    // of a split 64×128 tile: 2, 4 or 8 (a cluster)
-  static constexpr int kMaxMediumSlices = 4;   // of a split 16-bit 128×128 tile: 2 or 4
+  static constexpr int kMaxMediumSlices = 4;   // of a split 128×128 tile: 2 or 4
   static constexpr int kMaxNarrowSlices = 8;   // of a split tf32 64×256 tile: 2, 4 or 8
   // Clusters of 8 such slices sharing one tile (Shape::split_groups): 2, 4 or 8, their sums met
   // in the workspace (reduction.cuh's reduce_groups).
@@ -40,18 +40,20 @@ struct Overrides {
   // of K (1; 2 with 2x2; 2, 4 or 8 with 1xSx128, 2 or 4 with 2xSx128, and for tf32 with 1xS) and
   // N columns a tile (256; 128: 1xSx128 and 2xSx128; 192: 2x1x192; 80, 96, 160: 2x1x80, 2x1x96,
   // 2x1x160; 64: 1x1x64); split K and 128 or 64 columns take 16-bit and tf32 products without
-  // row sums (not 3xTF32's), 2x2, 192 and slim columns 16-bit ones, 1xS tf32 ones.
+  // row sums (3xTF32's takes 1xSx128 and 2xSx128 as its consumers), 2x2, 192 and slim columns
+  // 16-bit ones, 1xS tf32 ones.
   // consumers 0: unset, the plan chooses. CxSxNxG: G clusters (2, 4 or 8) of the S = 8 slices
-  // share each one-consumer tile (split_groups; 1xSx128 16-bit, 1xSx256 tf32).
+  // share each one-consumer tile (split_groups; 1xSx128, or 1xSx256 tf32).
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
   int split_groups = 1;
   // TORCH_GEMM_WGMMA_SHAPE set to none of the shapes above: the plan chooses, and explain says so.
   bool shape_ignored = false;
   bool clusters = true;    // TORCH_GEMM_WGMMA_CLUSTER=1: no pairs sharing B
   // TORCH_GEMM_WGMMA_STREAM_K=0|1|2|3: off; the last partial round; and one more; 3: every turn
-  // of 16-bit 128×256 or 128×128 tiles or of one row of 64×128 one-consumer tiles (M <= 64), or
-  // of any forced ones (1xSx128), dealt out as k-tiles wherever the units are at least as many
-  // as the SMs (Shape::stream_k_all), in place of any split; other tiles as 1.
+  // of 128×256 or 128×128 tiles or of one row of 64×128 one-consumer tiles (M <= 64; tf32 under
+  // its own rules: of 64×256 ones), or of any forced ones (1xSx128), dealt out as k-tiles wherever
+  // the units are at least as many as the SMs (Shape::stream_k_all), in place of any split; other
+  // tiles as 1.
   int stream_k = 1;
   int max_clusters = INT_MAX;  // TORCH_GEMM_WGMMA_MAX_CLUSTERS=n: at most n clusters resident
   // TORCH_GEMM_WGMMA_STORE=registers: C leaves from registers even where TMA could store it
@@ -68,6 +70,7 @@ struct Overrides {
   // unset, the plan's choice between them (Tf32Rules). For comparing them on a GPU.
   enum class Tf32Plan { kAuto, kOwn, kSixteenBit };
   Tf32Plan tf32_plan = Tf32Plan::kAuto;
+  bool tf32_plan_ignored = false;  // set to neither: the plan chooses, and explain says so
 };
 
 // The overrides from the variables' values (null: unset). A value out of range is ignored.
@@ -83,8 +86,9 @@ enum class TileRule {
 };
 enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows };
 // Which tile rules a tf32 product followed (for explain): none (16-bit, 3xTF32's, row sums); the
-// 16-bit products' (both operands K-major, or as TORCH_GEMM_WGMMA_TF32_PLAN asks); tf32's own
-// (an operand MN-major or repacked, or as asked); tf32's own where the 16-bit rules' whole
+// 16-bit products' (both operands read K-major, in place or repacked, or as
+// TORCH_GEMM_WGMMA_TF32_PLAN asks); tf32's own (A read MN-major, through its permuted register
+// loads, or as asked); tf32's own where the 16-bit rules' whole
 // 128×128 pairs would replace its 128×256 tiles, or, with a long K, their 64×128 pairs or dealt
 // 128×128 pairs its dealt 128×256 tiles.
 enum class Tf32Rules { kNone, kSixteenBit, kOwn, kOwnOverMediumPairs, kOwnDealtOverPairs };
@@ -94,8 +98,8 @@ enum class Tf32Rules { kNone, kSixteenBit, kOwn, kOwnOverMediumPairs, kOwnDealtO
 constexpr int kStreamKMaxShares = 4;
 
 // How a product is spread over the blocks: the tile (consumers × 64 rows, block_n columns),
-// pairs of blocks sharing B (clusters), or split_k slices of K per 128×256, 128×128 or 64×128
-// tile (tf32: 64×256).
+// pairs of blocks sharing B (clusters), or split_k slices of K per 128×256 (16-bit), 128×128,
+// 64×128 or (tf32) 64×256 tile.
 struct Shape {
   int consumers = 2;
   // or kWgmmaSmallBlockN, kWgmmaTinyBlockN, kWgmmaMidBlockN or a slim width (80, 96, 160: 16-bit)
@@ -133,9 +137,10 @@ struct Shape {
   // ones (1xSx128, paired where the plan pairs them), under TORCH_GEMM_WGMMA_STREAM_K=3; and by
   // the plan itself, 128×128 tiles of two tile rows (one or four in equal shares) with a long K
   // (TileRule::kMediumStreamK) and tf32's 128×256 tiles in 2 to 8 equal shares where they would
-  // leave half the SMs idle (TileRule::kWideStreamK), and 16-bit 128×256 pairs where few meet a
-  // long K (TileRule::kWideDealt), and 16-bit 64×128 pairs of 2 to 8 tile rows the plan would
-  // split, in equal shares of a long enough K (TileRule::kSmallDealt).
+  // leave half the SMs idle (TileRule::kWideStreamK), and, under the 16-bit rules (bf16/fp16, and
+  // tf32 following them), 128×256 pairs where few meet a long K (TileRule::kWideDealt) and 64×128
+  // pairs of 2 to 8 tile rows the plan would split, in equal shares of a long enough K
+  // (TileRule::kSmallDealt).
   bool stream_k_all = false;
   // The most equal shares plan_grid may cut every dealt turn in, on fewer clusters than resident
   // (heuristics.cpp's equal_share_clusters): 4, or 8 for tf32's kWideStreamK tiles where the
