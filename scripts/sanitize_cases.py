@@ -349,6 +349,22 @@ GROUPS = (
              "wgmma_sm90", 100, 3000, 8200, dtype="float32", a_k_major=False,
              expect={"transposed": False, "tile": (128, 128), "split_k": 4, "store": "tma"}),
     )),
+    Group("wgmma_tf32_mid", {"TORCH_GEMM_WGMMA_SHAPE": "2x1x192"}, (
+        Case("wgmma tf32 128x192 pairs", "TORCH_GEMM_WGMMA_SHAPE=2x1x192 in tf32: 15x20 tiles of "
+             "128x192 (paired), C through a ring of one box a consumer, six rounds a tile",
+             "wgmma_sm90", 1800, 3840, 320, dtype="float32",
+             expect={"tile": (128, 192), "cluster": 2, "store": "tma", "transposed": False}),
+        Case("wgmma tf32 128x192 transposed", "the same with an N-major B: the transposed product, "
+             "whose C leaves from registers (a transposed column of boxes needs two)",
+             "wgmma_sm90", 1024, 1000, 2048, dtype="float32", b_k_major=False,
+             expect={"tile": (128, 192), "transposed": True, "store": "registers"}),
+    )),
+    Group("wgmma_tf32_slim_160", {"TORCH_GEMM_WGMMA_SHAPE": "2x1x160"}, (
+        Case("wgmma tf32 slim 128x160", "TORCH_GEMM_WGMMA_SHAPE=2x1x160 in tf32, both operands "
+             "K-major: 2x27 tiles of 128x160 (the last part-full), paired, C from registers",
+             "wgmma_sm90", 250, 4264, 2050, dtype="float32",
+             expect={"tile": (128, 160), "cluster": 2, "store": "registers"}),
+    )),
     Group("wgmma_split_2x2", {"TORCH_GEMM_WGMMA_SHAPE": "2x2"}, (
         Case("wgmma 128x256 split 2", "TORCH_GEMM_WGMMA_SHAPE=2x2 forces 128x256 tiles in 2 slices "
              "of K, reduced through the pair's distributed shared memory (the plan no longer picks it)",

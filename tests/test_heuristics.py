@@ -43,10 +43,10 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
     sixteen_bit = dtype != FP32
     tile, split, cluster = tuple(p["tile"]), p["split_k"], p["cluster"]
     slim = {(128, 80), (128, 96), (128, 160)}
-    # tf32 (without row sums) shares the 128- and 64-column tiles; 192-column and slim are 16-bit's.
+    # tf32 (without row sums) shares the 128- and 64-column tiles, 128x192 and slim 128x160 (forced).
     narrow_tiles = {(64, 128), (128, 128), (64, 64)}
     sixteen_bit_tiles = narrow_tiles | {(128, 192)} | slim
-    tf32_tiles = set() if row_sum else narrow_tiles
+    tf32_tiles = set() if row_sum else narrow_tiles | {(128, 192), (128, 160)}
     assert tile in {(128, 256), (64, 256)} | (sixteen_bit_tiles if sixteen_bit else tf32_tiles), p
     assert p["consumers"] == tile[0] // 64
     assert split in (1, 2, 4, 8) and cluster in (1, 2)
@@ -68,6 +68,8 @@ def assert_supported(p: dict, dtype: str, row_sum: bool = False) -> None:
             assert split * 64 <= tile[1], p
     if tile == (128, 192):
         assert split == 1, p
+        # tf32's ring holds one box a consumer, half a column of transposed boxes.
+        assert sixteen_bit or p["store"] != "tma_transposed", p
     if tile == (64, 64):  # unsplit, whole turns, no row sums
         assert split == 1 and not p["stream_k"] and not row_sum, p
     if tile in slim:  # both operands K-major, C from registers, whole K, no row sums
@@ -792,9 +794,9 @@ def test_tf32_split_not_on_many_tiles_nor_3xtf32_nor_forced_unsplit():
     p = plan(256, 1024, 4096, dtype=FP32, shape="1x4x128")
     assert (tuple(p["tile"]), p["split_k"]) == ((64, 128), 4) and "forced" in p["why"]["tile"]
     assert tuple(plan(256, 1024, 4096, dtype=FP32, shape="1x1x64")["tile"]) == (64, 64)
-    for shape in ("2x2", "2x1x192"):
-        p = plan(256, 1024, 4096, dtype=FP32, shape=shape)
-        assert (tuple(p["tile"]), p["split_k"]) == ((128, 256), 1), shape
+    p = plan(256, 1024, 4096, dtype=FP32, shape="2x2")
+    assert (tuple(p["tile"]), p["split_k"]) == ((128, 256), 1)
+    assert tuple(plan(256, 1024, 4096, dtype=FP32, shape="2x1x192")["tile"]) == (128, 192)
 
 
 def test_128x128_where_64x128_tiles_would_not_fit_in_a_wave():
@@ -982,11 +984,11 @@ def test_invalid_forced_shape_is_ignored(shape):
 
 
 def test_forced_shape_keeps_row_sums_on_256_columns():
-    # tf32 takes the forced 128- and 64-column tiles, not 128x192 ones; row sums neither.
+    # tf32 takes the forced 128-, 64- and 192-column tiles; row sums none of them.
     assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="1x1x128")["tile"]) == (64, 128)
     p = plan(4096, 4096, 4096, row_sum=True, shape="2x2")
     assert tuple(p["tile"]) == (128, 256) and p["split_k"] == 1
-    assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="2x1x192")["tile"]) == (128, 256)
+    assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="2x1x192")["tile"]) == (128, 192)
     assert tuple(plan(4096, 4096, 4096, row_sum=True, shape="2x1x192")["tile"]) == (128, 256)
     assert tuple(plan(4096, 4096, 4096, dtype=FP32, shape="1x1x64")["tile"]) == (64, 64)
     assert tuple(plan(4096, 4096, 4096, row_sum=True, shape="1x1x64")["tile"]) == (128, 256)
@@ -1182,7 +1184,15 @@ def test_forced_slim_tiles_only_where_both_operands_are_k_major(shape):
     p = plan(512, 2560, 4096, shape=shape)
     assert tuple(p["tile"]) == (128, int(shape.split("x")[2])) and p["store"] == "registers"
     assert "not whole 64-column boxes" in p["why"]["store"]
-    for kwargs in [dict(dtype=FP32), dict(row_sum=True), dict(a_k_major=False), dict(b_k_major=False)]:
+    ignored = [dict(row_sum=True), dict(a_k_major=False), dict(b_k_major=False),
+               dict(dtype=FP32, a_k_major=False), dict(dtype=FP32, row_sum=True)]
+    # tf32 takes the forced 128x160 tiles (both operands read K-major), not 128x80 or 128x96.
+    p = plan(512, 2560, 4096, shape=shape, dtype=FP32)
+    if shape == "2x1x160":
+        assert tuple(p["tile"]) == (128, 160) and p["store"] == "registers", p
+    else:
+        ignored.append(dict(dtype=FP32))
+    for kwargs in ignored:
         p, q = plan(512, 2560, 4096, shape=shape, **kwargs), plan(512, 2560, 4096, **kwargs)
         assert (p["tile"], p["split_k"], p["cluster"]) == (q["tile"], q["split_k"], q["cluster"]), kwargs
 

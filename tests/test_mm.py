@@ -596,6 +596,29 @@ def test_wgmma_tf32_forced_narrow_tiles(shape, env):
     check_wgmma_under_env(f"tf32_narrow {shape} {env}", TF32_SPLIT_SHAPES, LAYOUTS, overrides, script)
 
 
+# tf32's 128x192 tiles (every layout; a transposed C leaves from registers: the ring holds one box
+# a consumer) and slim 128x160 tiles (both operands K-major, C from registers) forced
+# (TORCH_GEMM_WGMMA_SHAPE=2x1x192, 2x1x160): a single tile, K of 8, edge tiles in M and N, one
+# paired wave, many tiles a block; checks as above, with C from registers too.
+TF32_WIDE_SHAPES = [(70, 300, 100), (5, 129, 8), (130, 83, 577), (1000, 1001, 67), (1000, 1001, 2048),
+                    (4096, 4096, 64)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("width", [192, 160])
+@pytest.mark.parametrize("store", ["tma", "registers"])
+def test_wgmma_tf32_forced_wide_tiles(width, store):
+    overrides = {"TORCH_GEMM_WGMMA_SHAPE": f"2x1x{width}"}
+    if store == "registers":
+        overrides["TORCH_GEMM_WGMMA_STORE"] = "registers"
+    check = TF32_TILE_CHECK.replace("TILE", repr((128, width)))
+    script = TF32_SPLIT_SCRIPT.replace("{split!r}", "1")
+    script = script.replace("        out = torch_gemm.mm_tiled(a, b, kernel=\"wgmma_sm90\")\n",
+                            check + "        out = torch_gemm.mm_tiled(a, b, kernel=\"wgmma_sm90\")\n", 1)
+    layouts = LAYOUTS if width == 192 else ["b_t"]
+    check_wgmma_under_env(f"tf32_wide {width} {store}", TF32_WIDE_SHAPES, layouts, overrides, script)
+
+
 # tf32 under the 16-bit products' tile rules (TORCH_GEMM_WGMMA_TF32_PLAN=sixteen_bit): the plan's
 # 64×128 tiles split in 8, 4 and 2 and dealt out in pairs, 128×128 tiles paired, dealt out over
 # every turn and split in 4, and 64×64 tiles, as explain names them, against float64.

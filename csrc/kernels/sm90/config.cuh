@@ -13,8 +13,9 @@ namespace torch_gemm {
 // The tile and pipeline for operand type T (bf16/fp16, or fp32 read as tf32), kConsumers
 // consumer warpgroups (2: 128-row tiles; 1: 64-row tiles, twice as many, for shapes whose 128-row
 // tiles would leave most SMs idle) and kMmaN columns (256; or 128, twice as many tiles again;
-// 64; or 192 and the slim widths, 16-bit with two consumers, whose tile counts fall between: see
-// choose_shape in heuristics.cpp). kPromoted: 3xTF32's inner product (tf32, 128 columns; below).
+// 64; or 192 and the slim widths with two consumers, whose tile counts fall between: see
+// choose_shape in heuristics.cpp; tf32 of those 192 and 160 only). kPromoted: 3xTF32's inner
+// product (tf32, 128 columns; below).
 // Every size is in bytes of 128-byte swizzled rows, so the 16-bit and tf32 kernels share one
 // shape: a k-tile is one 128-byte row of K (64 or 32 elements), a wgmma reads 32 bytes of it.
 template <typename T, int kConsumers_ = 2, int kMmaN_ = 256, bool kPromoted_ = false>
@@ -39,10 +40,11 @@ struct WgmmaConfig {
   // narrow weight.
   static constexpr bool kTiny = kMmaN == kWgmmaTinyBlockN;
   static_assert(kMmaN == 256 || kMmaN == 128 ||
-                    ((kMmaN == 192 || kSlim) && !kTf32 && kConsumers == 2) ||
+                    ((kMmaN == 192 || kSlim) && kConsumers == 2 &&
+                     (!kTf32 || kMmaN == 192 || kMmaN == kWgmmaSlimBlockN160)) ||
                     (kTiny && kConsumers == 1),
-                "256- or 128-column tiles, 192-column or slim 16-bit tiles of two consumers, "
-                "or 64-column tiles of one");
+                "256- or 128-column tiles, 192-column or slim tiles of two consumers (tf32: 192 "
+                "and 160), or 64-column tiles of one");
   // 3xTF32's inner product (wgmma_sm90_3xtf32) runs on tf32 128-column tiles of its own: both
   // operands already split into TF32 values, K-major, so that A too is read from shared memory;
   // each k-tile's products are summed on the tensor cores into a fresh set of registers and then

@@ -399,12 +399,19 @@ class Epilogue {
         store_pending_rounds(0, kPendingRounds);
       }
     } else if (p.c_transposed) {
+      if constexpr (kTransposedRounds) {
 #pragma unroll
-      for (int round = 0; round < kRounds; ++round) {
-        store_round<Config, true>(map_c_, ring_addr_, ring_, consumer_, leader_, round, z, row0,
-                                  n0, [&](int box, uint32_t box_addr) {
-                                    fill_box_fp32_transposed<Config, kPermuted>(d, box, box_addr);
-                                  });
+        for (int round = 0; round < kRounds; ++round) {
+          store_round<Config, true>(map_c_, ring_addr_, ring_, consumer_, leader_, round, z, row0,
+                                    n0, [&](int box, uint32_t box_addr) {
+                                      fill_box_fp32_transposed<Config, kPermuted>(d, box,
+                                                                                  box_addr);
+                                    });
+        }
+      } else {
+        // A ring of one box cannot hold a transposed box's two halves (tf32 128×192): the plan
+        // stores such tiles from registers (heuristics.cpp's owns_transposed_boxes).
+        store_accumulators<Config, T, kPermuted>(p, d, z, row0, n0);
       }
     } else {
 #pragma unroll
@@ -437,6 +444,9 @@ class Epilogue {
   // ring.
   static constexpr bool kDeferStores = !Config::kTf32 && Config::kConsumers == 2;
   static constexpr int kRounds = Config::kBoxesPerTile / Config::kEpilogueBoxes;
+  // Whether a round of the ring holds whole columns of transposed boxes (fp32 C: two a column).
+  static constexpr bool kTransposedRounds =
+      Config::kEpilogueBoxes % (Config::kMmaM / Config::kBoxCols) == 0;
   static constexpr int kPendingRing = kDeferStores ? 1 : Config::kEpilogueBoxes;
   static constexpr int kPendingRounds = Config::kBoxesPerTile / kPendingRing;
   static constexpr int kStoreSpacing = kDeferStores ? 2 : 1;

@@ -430,12 +430,18 @@ bool reads_both_k_major(const GemmParams& p) {
 // Slim tiles: 16-bit products without row sums read both K-major.
 bool can_take_slim(const GemmParams& p) { return can_split(p) && reads_both_k_major(p); }
 
+// Forced slim tiles (TORCH_GEMM_WGMMA_SHAPE=2x1x80, 2x1x96, 2x1x160): can_take_slim's, and tf32's
+// (without row sums) 128×160 where both operands are read K-major.
+bool takes_forced_slim(const GemmParams& p, int block_n) {
+  return can_take_slim(p) || (tf32_can_split(p) && block_n == kWgmmaSlimBlockN160 &&
+                              reads_both_k_major(p));
+}
+
 // The overrides as they apply to p: 1xS (64×256 tiles in S slices of K) is tf32's alone, slim
-// tiles (2x1x80, 2x1x96, 2x1x160) are can_take_slim's, and 64×128, 128×128 (split or not) and
+// tiles (2x1x80, 2x1x96, 2x1x160) are takes_forced_slim's, and 64×128, 128×128 (split or not) and
 // 64×64 tiles (1xSx128, 2xSx128, 1x1x64) those of 16-bit and tf32 products without row sums
 // (3xTF32's inner product takes the 128-column ones as its consumers); for other products they
-// are ignored, as an invalid shape is (2x2 and 2x1x192 keep tf32 on whole 128×256 tiles:
-// choose_shape).
+// are ignored, as an invalid shape is (2x2 keeps tf32 on whole 128×256 tiles: choose_shape).
 Overrides effective_overrides(const GemmParams& p, const Overrides& given) {
   Overrides o = given;
   const bool tf32 = tf32_can_split(p);
@@ -446,7 +452,7 @@ Overrides effective_overrides(const GemmParams& p, const Overrides& given) {
   // their consumers (choose_shape).
   const bool tiles_128_or_64 =
       (o.block_n == kWgmmaSmallBlockN && !p.tf32_promoted) || o.block_n == kWgmmaTinyBlockN;
-  if ((is_slim_block_n(o.block_n) && !can_take_slim(p)) ||
+  if ((is_slim_block_n(o.block_n) && !takes_forced_slim(p, o.block_n)) ||
       (tiles_128_or_64 && !can_split(p) && !tf32)) {
     o.consumers = 0, o.split_k = 0, o.block_n = static_cast<int>(kWgmmaBlockN);
     o.split_groups = 1;
@@ -958,11 +964,14 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
     shape.consumers = o.consumers;
     shape.block_n = static_cast<int>(kWgmmaBlockN);
     shape.split_k = 1, shape.stream_k_all = false;
-    // tf32 takes 1xS (64×256 split) and the 128- and 64-column tiles, not 2x2 or 2x1x192.
-    const bool tf32_forced = tf32_can_split(p) && (o.block_n == kWgmmaBlockN
-                                                       ? o.consumers == 1
-                                                       : o.block_n == kWgmmaSmallBlockN ||
-                                                             o.block_n == kWgmmaTinyBlockN);
+    // tf32 takes 1xS (64×256 split), 2x1x192, 2x1x160 and the 128- and 64-column tiles, not
+    // 2x2.
+    const bool tf32_forced =
+        tf32_can_split(p) &&
+        (o.block_n == kWgmmaBlockN ? o.consumers == 1
+                                   : o.block_n == kWgmmaSmallBlockN || o.block_n == kWgmmaTinyBlockN ||
+                                         o.block_n == kWgmmaMidBlockN ||
+                                         o.block_n == kWgmmaSlimBlockN160);
     if (can_split(p) || tf32_forced) shape.split_k = o.split_k, shape.block_n = o.block_n;
     shape.tile_rule = TileRule::kForced;
   }
@@ -1159,16 +1168,20 @@ namespace {
 
 // A transposed box spans kWgmmaNarrowBlockM (64) of the product's columns: a tile's K slices each
 // own whole ones up to 4 slices of 256 columns; 8 slices own 32 columns, which leave from registers.
+// A tf32 128×192 tile's ring holds one box a consumer, half a column of transposed boxes (its C
+// leaves from registers), and a slim tile's C always does.
 bool owns_transposed_boxes(const Shape& s) {
-  return s.split_k * kWgmmaNarrowBlockM <= s.block_n;
+  return s.block_n != kWgmmaMidBlockN && !is_slim_block_n(s.block_n) &&
+         s.split_k * kWgmmaNarrowBlockM <= s.block_n;
 }
 
 // Whether each block's columns of C (a split tile's: those its slice owns) are whole 128-byte
-// boxes, which TMA stores; a slim tile's 80, 96 or 160, a 16-bit 64×128 tile's in 4 or 8 slices
-// or 128×128 tile's in 4, and a tf32 64×128 tile's in 8, are not, and leave from registers
-// (epilogue.cuh).
+// boxes, which TMA stores; a slim tile's (80, 96 or 160 columns, in any dtype), a 16-bit 64×128
+// tile's in 4 or 8 slices or 128×128 tile's in 4, and a tf32 64×128 tile's in 8, are not, and
+// leave from registers (epilogue.cuh).
 bool owns_whole_boxes(const Shape& s, DType dtype) {
-  return s.block_n / s.split_k * dtype_size(dtype) % F::kKTileBytes == 0;
+  return !is_slim_block_n(s.block_n) &&
+         s.block_n / s.split_k * dtype_size(dtype) % F::kKTileBytes == 0;
 }
 
 }  // namespace

@@ -151,29 +151,23 @@ struct WgmmaLauncher {
       if (p.M == 0 || p.N == 0 || p.batch == 0) return {};
       const sm90::Plan plan = sm90::plan_call(p, sm_count_of(p), sm90::overrides());
       if (!plan.fits_int) return refuse("extents past 32 bits");
-      // 256-, 128- and 64-column tiles: 16-bit and tf32 (128: 3xTF32's promoted ones too);
-      // 192-column and slim (160, 96, 80): 16-bit.
+      // 256-, 192-, 128- and 64-column tiles and 128×160 ones: 16-bit and tf32 (128: 3xTF32's
+      // promoted ones too); 128×80 and 128×96: 16-bit.
       if (plan.shape.block_n == kWgmmaMidBlockN) {
-        if constexpr (std::is_same_v<T, float>) {
-          return refuse("128x192 tiles take bf16/fp16 only");
-        } else {
-          if (plan.shape.consumers != 2) return refuse("128x192 tiles take two consumers");
-          return sm90::launch_config<T, 2, kWgmmaMidBlockN>(plan, p, stream);
-        }
+        if (plan.shape.consumers != 2) return refuse("128x192 tiles take two consumers");
+        return sm90::launch_config<T, 2, kWgmmaMidBlockN>(plan, p, stream);
       }
       if (is_slim_block_n(plan.shape.block_n)) {
+        if (plan.shape.consumers != 2) return refuse("slim tiles take two consumers");
+        if (plan.shape.block_n == kWgmmaSlimBlockN160) {
+          return sm90::launch_config<T, 2, kWgmmaSlimBlockN160>(plan, p, stream);
+        }
         if constexpr (std::is_same_v<T, float>) {
-          return refuse("slim 128x80, 128x96 and 128x160 tiles take bf16/fp16 only");
+          return refuse("slim 128x80 and 128x96 tiles take bf16/fp16 only");
         } else {
-          if (plan.shape.consumers != 2) return refuse("slim tiles take two consumers");
-          switch (plan.shape.block_n) {
-            case kWgmmaSlimBlockN80:
-              return sm90::launch_config<T, 2, kWgmmaSlimBlockN80>(plan, p, stream);
-            case kWgmmaSlimBlockN96:
-              return sm90::launch_config<T, 2, kWgmmaSlimBlockN96>(plan, p, stream);
-            default:
-              return sm90::launch_config<T, 2, kWgmmaSlimBlockN160>(plan, p, stream);
-          }
+          return plan.shape.block_n == kWgmmaSlimBlockN80
+                     ? sm90::launch_config<T, 2, kWgmmaSlimBlockN80>(plan, p, stream)
+                     : sm90::launch_config<T, 2, kWgmmaSlimBlockN96>(plan, p, stream);
         }
       }
       if (plan.shape.block_n == kWgmmaTinyBlockN) {

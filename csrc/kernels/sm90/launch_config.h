@@ -19,8 +19,9 @@ namespace sm90 {
 // Repacks what TMA cannot read, encodes the tensor maps and launches the kernel of kConsumers
 // consumer warpgroups and kMmaN-column tiles (WgmmaConfig; kPromoted: 3xTF32's) for the plan. The
 // configurations launch.cu dispatches to: bf16/fp16 (2 or 1, 256 or 128), (2, 192), (2, 80),
-// (2, 96), (2, 160), (1, 64); float (2 or 1, 256 or 128), (1, 64), and 3xTF32's (2 or 1, 128). A
-// configuration missing from instantiations/ is an undefined symbol when the extension loads.
+// (2, 96), (2, 160), (1, 64); float (2 or 1, 256 or 128), (2, 192), (2, 160), (1, 64), and
+// 3xTF32's (2 or 1, 128). A configuration missing from instantiations/ is an undefined symbol
+// when the extension loads.
 template <typename T, int kConsumers, int kMmaN, bool kPromoted = false>
 LaunchStatus launch_config(const Plan& plan, const GemmParams& caller, cudaStream_t stream);
 

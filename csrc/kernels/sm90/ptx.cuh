@@ -382,18 +382,27 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[kCount], uint64_t desc_a, ui
 }
 
 // The tf32 form, A from registers: D (64×kMmaN) = A (64×8, this warpgroup's fragment a, already
-// rounded to tf32) · B (8×kMmaN, K-major smem) + (accumulate ? D : 0), kMmaN 256, 128 or 64 by the
-// accumulators' count. Thread t of warp w holds A's rows 16w + t/4 (a[0], a[2]) and 16w + t/4 + 8
+// rounded to tf32) · B (8×kMmaN, K-major smem) + (accumulate ? D : 0), kMmaN 256, 192, 160, 128 or
+// 64 by the accumulators' count. Thread t of warp w holds A's rows 16w + t/4 (a[0], a[2]) and 16w + t/4 + 8
 // (a[1], a[3]), columns t%4 (a[0], a[1]) and t%4 + 4 (a[2], a[3]): mma.m16n8k8's A fragment, one
 // per warp.
 template <int kCount>
 __device__ __forceinline__ void wgmma_tf32_register_a(float (&d)[kCount], const uint32_t (&a)[4],
                                                       uint64_t desc_b, int accumulate) {
-  static_assert(kCount == 128 || kCount == 64 || kCount == 32, "m64n256, m64n128 or m64n64");
+  static_assert(kCount == 128 || kCount == 96 || kCount == 80 || kCount == 64 || kCount == 32,
+                "m64n256, m64n192, m64n160, m64n128 or m64n64");
   if constexpr (kCount == 128) {
     TORCH_GEMM_WGMMA("m64n256k8.f32.tf32.tf32", TORCH_GEMM_ACC_REGS_256, TORCH_GEMM_ACC_256,
                      "%133", "{%128, %129, %130, %131}, %132, accumulate, 1, 1", "r"(a[0]),
                      "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  } else if constexpr (kCount == 96) {
+    TORCH_GEMM_WGMMA("m64n192k8.f32.tf32.tf32", TORCH_GEMM_ACC_REGS_192, TORCH_GEMM_ACC_192,
+                     "%101", "{%96, %97, %98, %99}, %100, accumulate, 1, 1", "r"(a[0]), "r"(a[1]),
+                     "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  } else if constexpr (kCount == 80) {
+    TORCH_GEMM_WGMMA("m64n160k8.f32.tf32.tf32", TORCH_GEMM_ACC_REGS_160, TORCH_GEMM_ACC_160,
+                     "%85", "{%80, %81, %82, %83}, %84, accumulate, 1, 1", "r"(a[0]), "r"(a[1]),
+                     "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
   } else if constexpr (kCount == 64) {
     TORCH_GEMM_WGMMA("m64n128k8.f32.tf32.tf32", TORCH_GEMM_ACC_REGS_LOW, TORCH_GEMM_ACC64(0),
                      "%69", "{%64, %65, %66, %67}, %68, accumulate, 1, 1", "r"(a[0]), "r"(a[1]),
