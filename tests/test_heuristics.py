@@ -790,7 +790,7 @@ def test_tf32_split_not_on_many_tiles_nor_3xtf32_nor_forced_unsplit():
     assert p["split_k"] == 8 and "forced" in p["why"]["tile"]
     assert_override_did_not_take(plan(256, 1024, 4096, dtype=BF16, shape="1x8"),  # tf32's
                                  plan(256, 1024, 4096, dtype=BF16))
-    # tf32 takes the 128- and 64-column tiles too (not 2x2 or 2x1x192: whole 128×256 tiles).
+    # tf32 takes the 128-, 64- and 192-column tiles too (not 2x2: whole 128×256 tiles).
     p = plan(256, 1024, 4096, dtype=FP32, shape="1x4x128")
     assert (tuple(p["tile"]), p["split_k"]) == ((64, 128), 4) and "forced" in p["why"]["tile"]
     assert tuple(plan(256, 1024, 4096, dtype=FP32, shape="1x1x64")["tile"]) == (64, 64)

@@ -14,9 +14,9 @@ constexpr int64_t kWarptileBlockN = 128;
 
 // wgmma_sm90's block tiles (kernel="auto" runs tf32 on them where M and N fill 128 rows): 128×256
 // with two consumer warpgroups; 64-row tiles (kWgmmaNarrowBlockM, one consumer) where the 128-row
-// ones would not fill half the SMs; 64×128 (kWgmmaSmallBlockN, 16-bit) where even those would
-// not; 128×192 (kWgmmaMidBlockN, 16-bit) where its tiles make fewer rounds of the SMs than the
-// 256- or 128-column ones. sm90/heuristics.h has the rules.
+// ones would not fill half the SMs; 64×128 (kWgmmaSmallBlockN) where even those would not;
+// 128×192 (kWgmmaMidBlockN; tf32 only where forced) where its tiles make fewer rounds of the SMs
+// than the 256- or 128-column ones. sm90/heuristics.h has the rules.
 constexpr int64_t kWgmmaBlockM = 128;
 constexpr int64_t kWgmmaNarrowBlockM = 64;
 constexpr int64_t kWgmmaBlockN = 256;
@@ -31,9 +31,9 @@ constexpr int64_t kWgmmaSlimBlockN96 = 96;
 // And 128×160 (the same path: C from registers, both operands K-major): a width that divides
 // 2560- and 5120-column weights into whole tiles where 128×192 tiles leave a part-empty tile
 // column and idle SMs (1024 rows against 2560 or 5120 columns: 112 or 216 tiles of 128×192 on 132
-// SMs, 128 or 256 of 128×160).
+// SMs, 128 or 256 of 128×160); tf32 too, where forced.
 constexpr int64_t kWgmmaSlimBlockN160 = 160;
-// 64×64 tiles (16-bit, one consumer, unsplit, paired along M): cuBLAS's tile for a few hundred
+// 64×64 tiles (one consumer, unsplit, paired along M; tf32 too): cuBLAS's tile for a few hundred
 // rows against a narrow weight (512 rows against 1024 columns: 128 tiles, each pair sharing its
 // 64 rows of B), where the 64×128 tiles fill the SMs only split along K, unpaired; and, unpaired,
 // for one row of 64 (a few tokens) against 32 to one wave of them (1985 to 8448 columns on 132

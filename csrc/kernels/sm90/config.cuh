@@ -109,8 +109,8 @@ struct WgmmaConfig {
   static constexpr int kBoxCols = kSwizzleBytes / kElementBytes;  // 64 (16-bit) or 32 (fp32)
   // Whether C leaves through the boxes at all (a slim tile is not whole boxes: from registers).
   static constexpr bool kBoxedC = !kSlim && kBlockN % kBoxCols == 0;
-  // A consumer's boxes: 16-bit 4, 3, 2 or 1 (256, 192, 128, 64 columns); fp32 8, 4 or 2 (256,
-  // 128, 64).
+  // A consumer's boxes: 16-bit 4, 3, 2 or 1 (256, 192, 128, 64 columns); fp32 8, 6, 4 or 2 (256,
+  // 192, 128, 64).
   static constexpr int kBoxesPerTile = kBoxedC ? kBlockN / kBoxCols : 1;
   static constexpr int kBoxBytes = kMmaM * kSwizzleBytes;         // 8 KB
   static constexpr int kSmemLimit = 227 * 1024;  // sm_90's dynamic shared memory per block

@@ -968,10 +968,10 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
     // 2x2.
     const bool tf32_forced =
         tf32_can_split(p) &&
-        (o.block_n == kWgmmaBlockN ? o.consumers == 1
-                                   : o.block_n == kWgmmaSmallBlockN || o.block_n == kWgmmaTinyBlockN ||
-                                         o.block_n == kWgmmaMidBlockN ||
-                                         o.block_n == kWgmmaSlimBlockN160);
+        (o.block_n == kWgmmaBlockN
+             ? o.consumers == 1
+             : o.block_n == kWgmmaSmallBlockN || o.block_n == kWgmmaTinyBlockN ||
+                   o.block_n == kWgmmaMidBlockN || o.block_n == kWgmmaSlimBlockN160);
     if (can_split(p) || tf32_forced) shape.split_k = o.split_k, shape.block_n = o.block_n;
     shape.tile_rule = TileRule::kForced;
   }
@@ -1403,13 +1403,19 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
               "16-byte aligned rows";
   } else if (!o.tma_store) {
     r.store = "from registers, edges masked: forced by TORCH_GEMM_WGMMA_STORE=registers";
+  } else if (is_slim_block_n(plan.shape.block_n)) {
+    r.store = "from registers, edges masked: a slim tile's " + str(plan.shape.block_n) +
+              " columns" +
+              (dtype_size(p.dtype) == 2 ? std::string(", not whole 64-column boxes")
+                                        : std::string(": slim tiles store no boxes"));
   } else if (!owns_whole_boxes(plan.shape, p.dtype)) {
-    const std::string columns = str(plan.shape.block_n / plan.shape.split_k) + " columns";
-    r.store = "from registers, edges masked: " +
-              (plan.shape.split_k > 1
-                   ? "each of the " + str(plan.shape.split_k) + " K slices owns " + columns
-                   : "a slim tile's " + columns) +
-              ", not whole " + str(F::kKTileBytes / dtype_size(p.dtype)) + "-column boxes";
+    r.store = "from registers, edges masked: each of the " + str(plan.shape.split_k) +
+              " K slices owns " + str(plan.shape.block_n / plan.shape.split_k) +
+              " columns, not whole " + str(F::kKTileBytes / dtype_size(p.dtype)) +
+              "-column boxes";
+  } else if (plan.transposed && plan.shape.block_n == kWgmmaMidBlockN) {
+    r.store = "from registers, edges masked: a 128x192 tile's ring holds one box a consumer, half "
+              "a column of transposed fp32 boxes";
   } else if (plan.transposed && !owns_transposed_boxes(plan.shape)) {
     r.store = "from registers, edges masked: each of the transposed product's " +
               std::to_string(plan.shape.split_k) + " K slices owns " +

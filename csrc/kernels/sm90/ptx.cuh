@@ -383,9 +383,9 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[kCount], uint64_t desc_a, ui
 
 // The tf32 form, A from registers: D (64×kMmaN) = A (64×8, this warpgroup's fragment a, already
 // rounded to tf32) · B (8×kMmaN, K-major smem) + (accumulate ? D : 0), kMmaN 256, 192, 160, 128 or
-// 64 by the accumulators' count. Thread t of warp w holds A's rows 16w + t/4 (a[0], a[2]) and 16w + t/4 + 8
-// (a[1], a[3]), columns t%4 (a[0], a[1]) and t%4 + 4 (a[2], a[3]): mma.m16n8k8's A fragment, one
-// per warp.
+// 64 by the accumulators' count. Thread t of warp w holds A's rows 16w + t/4 (a[0], a[2]) and
+// 16w + t/4 + 8 (a[1], a[3]), columns t%4 (a[0], a[1]) and t%4 + 4 (a[2], a[3]): mma.m16n8k8's A
+// fragment, one per warp.
 template <int kCount>
 __device__ __forceinline__ void wgmma_tf32_register_a(float (&d)[kCount], const uint32_t (&a)[4],
                                                       uint64_t desc_b, int accumulate) {
