@@ -573,6 +573,13 @@ TF32_NARROW_TILES = ["1x1x128", "1x2x128", "1x4x128", "1x8x128", "1x8x128x2", "2
 TF32_TILE_CHECK = """\
         assert tuple(torch_gemm.explain(a, b, kernel="wgmma_sm90")["plan"]["tile"]) == TILE
 """
+TF32_PRODUCT_LINE = "        out = torch_gemm.mm_tiled(a, b, kernel=\"wgmma_sm90\")\n"
+
+
+def with_tile_check(script: str, tile: tuple) -> str:
+    """A tf32 script that checks, before each product, that the forced tile took."""
+    check = TF32_TILE_CHECK.replace("TILE", repr(tile))
+    return script.replace(TF32_PRODUCT_LINE, check + TF32_PRODUCT_LINE, 1)
 
 
 @requires_cuda
@@ -587,11 +594,8 @@ def test_wgmma_tf32_forced_narrow_tiles(shape, env):
         overrides["TORCH_GEMM_WGMMA_CLUSTER"] = "1"
     if env == "registers":
         overrides["TORCH_GEMM_WGMMA_STORE"] = "registers"
-    tile = repr((64 * fields[0], fields[2]))
-    check = TF32_TILE_CHECK.replace("TILE", tile)
-    script = TF32_SPLIT_SCRIPT.replace("{split!r}", repr(fields[1]))
-    script = script.replace("        out = torch_gemm.mm_tiled(a, b, kernel=\"wgmma_sm90\")\n",
-                            check + "        out = torch_gemm.mm_tiled(a, b, kernel=\"wgmma_sm90\")\n", 1)
+    script = with_tile_check(TF32_SPLIT_SCRIPT.replace("{split!r}", repr(fields[1])),
+                             (64 * fields[0], fields[2]))
     script = with_groups_check(script, shape, "torch.float32")
     check_wgmma_under_env(f"tf32_narrow {shape} {env}", TF32_SPLIT_SHAPES, LAYOUTS, overrides, script)
 
@@ -611,10 +615,7 @@ def test_wgmma_tf32_forced_wide_tiles(width, store):
     overrides = {"TORCH_GEMM_WGMMA_SHAPE": f"2x1x{width}"}
     if store == "registers":
         overrides["TORCH_GEMM_WGMMA_STORE"] = "registers"
-    check = TF32_TILE_CHECK.replace("TILE", repr((128, width)))
-    script = TF32_SPLIT_SCRIPT.replace("{split!r}", "1")
-    script = script.replace("        out = torch_gemm.mm_tiled(a, b, kernel=\"wgmma_sm90\")\n",
-                            check + "        out = torch_gemm.mm_tiled(a, b, kernel=\"wgmma_sm90\")\n", 1)
+    script = with_tile_check(TF32_SPLIT_SCRIPT.replace("{split!r}", "1"), (128, width))
     layouts = LAYOUTS if width == 192 else ["b_t"]
     check_wgmma_under_env(f"tf32_wide {width} {store}", TF32_WIDE_SHAPES, layouts, overrides, script)
 

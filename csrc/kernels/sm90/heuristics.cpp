@@ -250,9 +250,9 @@ int split_groups_of(int64_t tiles, int64_t k_tiles, int64_t sms) {
   return groups;
 }
 
-// tf32 under its own rules (choose_shape: an operand read MN-major) takes no 128-column tiles:
-// where its 64×256 tiles leave most SMs idle, each is split along K like the 16-bit 64×128 ones, in 2, 4 or 8 slices as fit in one
-// wave of clusters with at least this many k-tiles (of 32 floats) each. Without it, 128 rows
+// tf32 under its own rules (choose_shape: A read MN-major) takes no 128-column tiles: where its
+// 64×256 tiles leave most SMs idle, each is split along K like the 16-bit 64×128 ones, in 2, 4 or
+// 8 slices as fit in one wave of clusters with at least this many k-tiles (of 32 floats) each. Without it, 128 rows
 // against 256 columns ran on 2 SMs at 0.17 of torch (H100, tf32 grid, session 31).
 constexpr int64_t kNarrowSplitMinKTiles = 8;
 
@@ -441,13 +441,15 @@ bool takes_forced_slim(const GemmParams& p, int block_n) {
 // tiles (2x1x80, 2x1x96, 2x1x160) are takes_forced_slim's, and 64×128, 128×128 (split or not) and
 // 64×64 tiles (1xSx128, 2xSx128, 1x1x64) those of 16-bit and tf32 products without row sums
 // (3xTF32's inner product takes the 128-column ones as its consumers); for other products they
-// are ignored, as an invalid shape is (2x2 keeps tf32 on whole 128×256 tiles: choose_shape).
+// are ignored, as an invalid shape is. tf32 has no 128×256 tiles split in two: 2x2 runs them
+// whole.
 Overrides effective_overrides(const GemmParams& p, const Overrides& given) {
   Overrides o = given;
   const bool tf32 = tf32_can_split(p);
   if (o.consumers == 1 && o.block_n == kWgmmaBlockN && o.split_k > 1 && !tf32) {
     o.consumers = 0, o.split_k = 0, o.split_groups = 1;
   }
+  if (o.consumers == 2 && o.block_n == kWgmmaBlockN && tf32) o.split_k = 1;
   // 3xTF32's promoted tiles are 128 columns wide: its inner product takes 1xSx128 and 2xSx128 as
   // their consumers (choose_shape).
   const bool tiles_128_or_64 =
@@ -654,8 +656,8 @@ namespace {
 // enough K on 5/8 of the SMs (kSmallDealtMinShareKTiles). 16-bit products of at most 64 rows never
 // take half-empty 128-row tiles: 64×256 where the 64×128 ones would not fit in one wave.
 // Two-consumer tiles in 3 tile rows (128×128 ones up to 7) run unpaired (kOddRowsUnpairedMax).
-// tf32 under its own rules (no 128-column tiles) splits its 64×256 tiles along K likewise where they leave
-// half the SMs idle (kNarrowSplitMinKTiles); past 192 rows (at 128 in 3 or 4 shares, and from 128
+// tf32 under its own rules (no 128-column tiles) splits its 64×256 tiles along K likewise where
+// they leave half the SMs idle (kNarrowSplitMinKTiles); past 192 rows (at 128 in 3 or 4 shares, and from 128
 // where their blocks fill at most half the SMs and K is long) it takes 128×256 tiles with every
 // turn dealt out instead, where the turns split in equal shares of a long enough K
 // (kTf32DealtMinShareKTiles, kTf32DealtThreeSharesMinShareKTiles, kTf32DealtMaxShares).
@@ -964,15 +966,8 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
     shape.consumers = o.consumers;
     shape.block_n = static_cast<int>(kWgmmaBlockN);
     shape.split_k = 1, shape.stream_k_all = false;
-    // tf32 takes 1xS (64×256 split), 2x1x192, 2x1x160 and the 128- and 64-column tiles, not
-    // 2x2.
-    const bool tf32_forced =
-        tf32_can_split(p) &&
-        (o.block_n == kWgmmaBlockN
-             ? o.consumers == 1
-             : o.block_n == kWgmmaSmallBlockN || o.block_n == kWgmmaTinyBlockN ||
-                   o.block_n == kWgmmaMidBlockN || o.block_n == kWgmmaSlimBlockN160);
-    if (can_split(p) || tf32_forced) shape.split_k = o.split_k, shape.block_n = o.block_n;
+    // effective_overrides left only the shapes the product's kernels take.
+    if (can_split(p) || tf32_can_split(p)) shape.split_k = o.split_k, shape.block_n = o.block_n;
     shape.tile_rule = TileRule::kForced;
   }
   // Stream-K over every turn where TORCH_GEMM_WGMMA_STREAM_K=3 asks: on one row of 64×128
@@ -1002,7 +997,7 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
       (shape.consumers == 2 || (narrow_m == 1 && shape.consumers == 1));
   if (medium_stream_k ||
       (o.stream_k == 3 && !p.tf32_promoted &&
-       (((splittable || tf32_can_split(p)) && every_turn_tiles) || tf32_every_turn_tiles) &&
+       (((can_split(p) || tf32_can_split(p)) && every_turn_tiles) || tf32_every_turn_tiles) &&
        deals_every_turn(shape))) {
     shape.split_k = 1, shape.stream_k_all = true;
     if (splittable && shape.consumers == 1 && shape.tile_rule != TileRule::kForced) {
@@ -1050,21 +1045,25 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   const bool asked = o.tf32_plan != Tf32Plan::kAuto;
   const bool sixteen_bit_rules =
       asked ? o.tf32_plan == Tf32Plan::kSixteenBit : reads_both_k_major(p);
-  Shape own = choose_tiles(p, sms, o, false);
-  own.tf32_rules = Tf32Rules::kOwn;
-  if (!sixteen_bit_rules) return own;
+  if (!sixteen_bit_rules) {
+    Shape own = choose_tiles(p, sms, o, false);
+    own.tf32_rules = Tf32Rules::kOwn;
+    return own;
+  }
   Shape shape = choose_tiles(p, sms, o, true);
   shape.tf32_rules = Tf32Rules::kSixteenBit;
-  if (asked) return shape;
-  if (shape.tile_rule == TileRule::kMedium && shape.clusters && own.consumers == 2 &&
-      own.block_n == kWgmmaBlockN) {
+  // tf32's own plan is asked for only where an exception could take it: pairs of 128-column tiles.
+  const bool medium_pairs = shape.tile_rule == TileRule::kMedium;
+  const bool long_pairs =
+      (shape.tile_rule == TileRule::kSmall || shape.tile_rule == TileRule::kMediumStreamK) &&
+      ceil_div(p.K, k_tile_elements(p)) >= kTf32OwnDealtMinKTiles;
+  if (asked || !shape.clusters || !(medium_pairs || long_pairs)) return shape;
+  Shape own = choose_tiles(p, sms, o, false);
+  if (medium_pairs && own.consumers == 2 && own.block_n == kWgmmaBlockN) {
     own.tf32_rules = Tf32Rules::kOwnOverMediumPairs;
     return own;
   }
-  const int64_t k_tiles = ceil_div(p.K, k_tile_elements(p));
-  if (own.tile_rule == TileRule::kWideStreamK && k_tiles >= kTf32OwnDealtMinKTiles &&
-      shape.clusters &&
-      (shape.tile_rule == TileRule::kSmall || shape.tile_rule == TileRule::kMediumStreamK)) {
+  if (long_pairs && own.tile_rule == TileRule::kWideStreamK) {
     own.tf32_rules = Tf32Rules::kOwnDealtOverPairs;
     return own;
   }
@@ -1743,8 +1742,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
     r.split_k = "none: only 64x128 tiles are split where the plan chooses (their products leave "
                 "the SMs idle without it), two rows of them with a long K as 128x128 tiles in 4 "
                 "slices, and 16 or more rows of them that run whole in one wave, with a long K, as "
-                "128x128 tiles in 2; 128x256 tiles in two slices with TORCH_GEMM_WGMMA_SHAPE=2x2 (16-bit), "
-                "128x128 in 2 or 4 with 2x2x128 or 2x4x128";
+                "128x128 tiles in 2; 128x256 tiles in two slices with TORCH_GEMM_WGMMA_SHAPE=2x2 "
+                "(16-bit), 128x128 in 2 or 4 with 2x2x128 or 2x4x128";
   }
 
   switch (s.cluster_rule) {
@@ -1783,9 +1782,9 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
         break;
       }
       r.cluster = "single blocks: every block has one tile (one wave) " +
-                  (sixteen_bit_rules ? "and K only " + str(plan.k_tiles) + " k-tiles (fewer than " +
-                                        str(kPairOneWaveMinKTiles) + ")"
-                                  : std::string("of tf32")) +
+                  (sixteen_bit_rules ? "and K only " + str(plan.k_tiles) +
+                                           " k-tiles (fewer than " + str(kPairOneWaveMinKTiles) + ")"
+                                     : std::string("of tf32")) +
                   ", where a pair's start and its stages waiting on both blocks cost more than "
                   "sharing B saves";
       break;
