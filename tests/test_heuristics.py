@@ -679,6 +679,18 @@ def test_tf32_follows_the_sixteen_bit_rules_with_both_operands_k_major():
         assert chosen == tile(M, N, 11008, tf32_plan="own")[0]
         below = tile(M, N, 8192)
         assert below[0][0] in {(64, 128), (128, 128)} and "follows the 16-bit" in below[1], (M, N)
+    # With few rows, tf32's own 64x256 tiles split in 2 (up to 16 rows) where the 16-bit rules take
+    # as many blocks of whole 64x128 tiles, and split in 4 (up to 32 rows, from 344 k-tiles) where
+    # they split 64x128 tiles in 2; past those bounds, the 16-bit rules' tiles.
+    for M, N, K, own_split in [(4, 11008, 4096, 2), (16, 13824, 2048, 2), (8, 4096, 28672, 4),
+                               (32, 5120, 11008, 4)]:
+        chosen, why = tile(M, N, K)
+        assert chosen == ((64, 256), own_split, 1, False) and "as many blocks of 64x128" in why, (M, N, K)
+        assert chosen == tile(M, N, K, tf32_plan="own")[0]
+        assert tile(M, N, K, tf32_plan="sixteen_bit")[0] == ((64, 128), own_split // 2, 1, False)
+    for M, N, K in [(32, 11008, 4096), (16, 4096, 8192), (64, 4096, 28672)]:
+        chosen, why = tile(M, N, K)
+        assert chosen[0] == (64, 128) and "follows the 16-bit tile rules" in why, (M, N, K)
     # A B repacked K-major (N-major with a bias: not run transposed) reads K-major: the 16-bit rules.
     chosen, why = tile(512, 2048, 4096, b_k_major=False, bias=True)
     assert chosen[0] == (64, 128) and "follows the 16-bit tile rules" in why

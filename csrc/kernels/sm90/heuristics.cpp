@@ -347,6 +347,17 @@ constexpr int64_t kTf32DealtManySharesMinKTiles = 160;
 // tiles or deal out paired 128×128 ones: there those ran slower than the 128×256 ones on most of
 // the 128–512-token forwards of the H200 tf32 grid, and faster below it (session 54).
 constexpr int64_t kTf32OwnDealtMinKTiles = 344;
+// And, with few rows, its own 64×256 tiles split along K where the 16-bit rules would take as many
+// blocks of 64×128 ones: split in 2 against whole 64×128 tiles up to kTf32OwnSplitTwoMaxRows rows,
+// split in 4 against 64×128 ones split in 2 up to kTf32OwnSplitFourMaxRows rows with K of
+// kTf32OwnSplitFourMinKTiles or more. In one run of the H200 tf32 grid's 4–64-token forwards
+// under both rule sets, tf32's own took 0.91 / 0.93 / 0.96 of the 16-bit rules' time at 4 / 8 / 16
+// rows and 1.00 at 32–64 (the first pair), 0.89–0.93 at 4–16 rows and 0.97 at 32 with K of
+// 11008 or more, but 1.04 with K of 8192 or less and 1.00 at 64 rows (the second); a 64×256 tile
+// reads A once a k-tile for twice the columns (session 55).
+constexpr int64_t kTf32OwnSplitTwoMaxRows = 16;
+constexpr int64_t kTf32OwnSplitFourMaxRows = 32;
+constexpr int64_t kTf32OwnSplitFourMinKTiles = 344;
 
 // 16-bit products of an even number of 128-row tile rows (more than 192 rows: a pair's second tile
 // more than half full) whose 128×256 tiles would leave half the SMs idle (so that the plan takes
@@ -1052,12 +1063,27 @@ Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   }
   Shape shape = choose_tiles(p, sms, o, true);
   shape.tf32_rules = Tf32Rules::kSixteenBit;
-  // tf32's own plan is asked for only where an exception could take it: pairs of 128-column tiles.
+  if (asked) return shape;
+  // tf32's own plan is asked for only where an exception could take it: pairs of 128-column tiles,
+  // and 64×128 tiles whole or split in 2 with few rows.
+  const int64_t k_tiles = ceil_div(p.K, k_tile_elements(p));
+  const bool few_rows_narrow =
+      !shape.clusters && shape.consumers == 1 && shape.block_n == kWgmmaSmallBlockN &&
+      ((shape.split_k == 1 && p.M <= kTf32OwnSplitTwoMaxRows) ||
+       (shape.split_k == 2 && p.M <= kTf32OwnSplitFourMaxRows && k_tiles >= kTf32OwnSplitFourMinKTiles));
+  if (few_rows_narrow) {
+    Shape own = choose_tiles(p, sms, o, false);
+    if (own.tile_rule == TileRule::kNarrowSplit && own.split_groups == 1 && own.split_k == 2 * shape.split_k) {
+      own.tf32_rules = Tf32Rules::kOwnSplitOverNarrow;
+      return own;
+    }
+    return shape;
+  }
   const bool medium_pairs = shape.tile_rule == TileRule::kMedium;
   const bool long_pairs =
       (shape.tile_rule == TileRule::kSmall || shape.tile_rule == TileRule::kMediumStreamK) &&
-      ceil_div(p.K, k_tile_elements(p)) >= kTf32OwnDealtMinKTiles;
-  if (asked || !shape.clusters || !(medium_pairs || long_pairs)) return shape;
+      k_tiles >= kTf32OwnDealtMinKTiles;
+  if (!shape.clusters || !(medium_pairs || long_pairs)) return shape;
   Shape own = choose_tiles(p, sms, o, false);
   if (medium_pairs && own.consumers == 2 && own.block_n == kWgmmaBlockN) {
     own.tf32_rules = Tf32Rules::kOwnOverMediumPairs;
@@ -1852,6 +1878,13 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       r.tile += "; tf32's own tile rules: with K's " + str(plan.k_tiles) + " k-tiles (" +
                 str(kTf32OwnDealtMinKTiles) + " or more) these dealt 128x256 tiles ran faster in "
                 "tf32 than the 16-bit rules' pairs of 128-column tiles";
+      break;
+    case Tf32Rules::kOwnSplitOverNarrow:
+      r.tile += "; tf32's own tile rules: with " + str(p.M) + " rows these 64x256 tiles split in " +
+                str(s.split_k) + " ran faster in tf32 than the 16-bit rules' as many blocks of 64x128 " +
+                "tiles" + (s.split_k == 2 ? std::string(" whole") : " split in 2, with K's " +
+                str(plan.k_tiles) + " k-tiles (" + str(kTf32OwnSplitFourMinKTiles) + " or more)") +
+                " (A is read once a k-tile for twice the columns)";
       break;
     case Tf32Rules::kNone:
       break;

@@ -90,8 +90,9 @@ enum class ClusterRule { kPairs, kSplitK, kOff, kOneTileRow, kOneWave, kOddRows 
 // TORCH_GEMM_WGMMA_TF32_PLAN asks); tf32's own (A read MN-major, through its permuted register
 // loads, or as asked); tf32's own where the 16-bit rules' whole
 // 128×128 pairs would replace its 128×256 tiles, or, with a long K, their 64×128 pairs or dealt
-// 128×128 pairs its dealt 128×256 tiles.
-enum class Tf32Rules { kNone, kSixteenBit, kOwn, kOwnOverMediumPairs, kOwnDealtOverPairs };
+// 128×128 pairs its dealt 128×256 tiles, or, with few rows, their 64×128 tiles (whole or split in
+// 2) as many blocks of its split 64×256 tiles.
+enum class Tf32Rules { kNone, kSixteenBit, kOwn, kOwnOverMediumPairs, kOwnDealtOverPairs, kOwnSplitOverNarrow };
 
 // The most equal shares stream-K's grid cuts each dealt turn in, on fewer clusters than resident
 // (heuristics.cpp's equal_share_clusters), but for tf32's kWideStreamK tiles.
