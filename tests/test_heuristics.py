@@ -691,6 +691,15 @@ def test_tf32_follows_the_sixteen_bit_rules_with_both_operands_k_major():
     for M, N, K in [(32, 11008, 4096), (16, 4096, 8192), (64, 4096, 28672)]:
         chosen, why = tile(M, N, K)
         assert chosen[0] == (64, 128) and "follows the 16-bit tile rules" in why, (M, N, K)
+    # 128x192 and slim 128x160 tiles as the 16-bit rules take them, but not in place of 128x256
+    # tiles whose last round stream-K deals out.
+    for M, N, K, width in [(512, 6144, 8192, 192), (256, 11008, 2048, 192), (1024, 2560, 8192, 160),
+                           (512, 5120, 5120, 160)]:
+        chosen, why = tile(M, N, K)
+        assert chosen[:2] == ((128, width), 1) and "follows the 16-bit tile rules" in why, (M, N, K)
+    for M, N, K in [(1024, 5632, 3072), (512, 11008, 2048), (2048, 2560, 2560)]:
+        assert tile(M, N, K)[0] == ((128, 256), 1, 2, True), (M, N, K)
+        assert tuple(plan(M, N, 2 * K, dtype=BF16)["tile"]) in {(128, 192), (128, 160)}, (M, N, K)
     # A B repacked K-major (N-major with a bias: not run transposed) reads K-major: the 16-bit rules.
     chosen, why = tile(512, 2048, 4096, b_k_major=False, bias=True)
     assert chosen[0] == (64, 128) and "follows the 16-bit tile rules" in why

@@ -622,11 +622,13 @@ def test_wgmma_tf32_forced_wide_tiles(width, store):
 
 # tf32 under the 16-bit products' tile rules (TORCH_GEMM_WGMMA_TF32_PLAN=sixteen_bit): the plan's
 # 64×128 tiles split in 8, 4 and 2 and dealt out in pairs, 128×128 tiles paired, dealt out over
-# every turn and split in 4, and 64×64 tiles, as explain names them, against float64.
+# every turn and split in 4, 64×64 tiles, 128×192 and slim 128×160 tiles, as explain names them,
+# against float64.
 TF32_SIXTEEN_BIT_PLANS = [((128, 256, 4096), (64, 128), 8, False), ((16, 4096, 4096), (64, 128), 2, False),
                           ((128, 2048, 4096), (64, 128), 1, True), ((512, 4096, 4096), (128, 128), 1, False),
                           ((256, 2048, 10240), (128, 128), 1, True), ((128, 3072, 12288), (128, 128), 4, False),
-                          ((512, 1024, 1024), (64, 64), 1, False)]
+                          ((512, 1024, 1024), (64, 64), 1, False), ((512, 6144, 2048), (128, 192), 1, False),
+                          ((1024, 2560, 2560), (128, 160), 1, False)]
 TF32_SIXTEEN_BIT_CHECK = """
 for (M, N, K), tile, split, dealt in PLANS:
     a = torch.empty(M, K, device="cuda")

@@ -673,7 +673,7 @@ namespace {
 // turn dealt out instead, where the turns split in equal shares of a long enough K
 // (kTf32DealtMinShareKTiles, kTf32DealtThreeSharesMinShareKTiles, kTf32DealtMaxShares).
 // (Measurements: benchmarks/NOTES.md.)
-// tf32_sixteen_bit_plan: a tf32 product under the 16-bit rules (but for 128×192 and slim tiles)
+// tf32_sixteen_bit_plan: a tf32 product under the 16-bit rules (but for 128×192 tiles in place of 128×256 ones with stream-K, and slim widths but 160)
 // in place of its own (tf32_splittable's).
 Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
                    bool tf32_sixteen_bit_plan) {
@@ -754,11 +754,17 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
   // tiles below do not replace them (as the 16-bit rules have them; tf32's own take none).
   const int64_t wide_cluster = cluster_rule_of(Shape{}) == ClusterRule::kPairs ? 2 : 1;
   StreamKRule wide_stream_k = StreamKRule::kOff;
-  const bool keep_wide =
-      k_tiles >= kStreamKKeepsWideMinKTiles && o.stream_k != 0 && slots_of(wide_cluster) > 0 &&
-      wide >= sms / 2 &&
+  const bool wide_dealt =
+      o.stream_k != 0 && slots_of(wide_cluster) > 0 &&
       stream_k_turns(turns_of(Shape{}, wide_cluster), slots_of(wide_cluster), k_tiles, false, o,
                      &wide_stream_k) > 0;
+  const bool keep_wide = k_tiles >= kStreamKKeepsWideMinKTiles && wide >= sms / 2 && wide_dealt;
+  // tf32 under the 16-bit rules keeps them wherever stream-K deals out their last round: there its
+  // 128×192 and 128×160 tiles ran 0.84–0.97× as fast (512 × 11008, 1024 × 5632 and 2048 × 3072
+  // against 128×192, 2048 × 2560 against 128×160), and 1.09–1.28× where the 128×256 tiles ran
+  // without it (256 × 11008, 512 × 5632–6144, 1024 × 3072 at 128×192; 512 × 5120 and 1024 × 2560
+  // at 128×160; H200, session 55).
+  const bool tf32_keeps_wide = tf32_sixteen_bit_plan && wide_dealt;
   bool narrower_kept_out = false;  // 128×128 or 128×192 tiles would have been taken but for it
   if (splittable && shape.consumers == 1 && shape.small_tiles <= sms) {
     shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
@@ -813,7 +819,7 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
            : shape.tile_rule == TileRule::kMid  ? rounds(mid) * 10 * kMidTileCostTenths
                                                 : rounds(wide) * 100;
   };
-  if (can_split(p) && shape.consumers == 2 && shape.split_k == 1 && narrow_m >= 2 &&
+  if (splittable && !tf32_keeps_wide && shape.consumers == 2 && shape.split_k == 1 && narrow_m >= 2 &&
       k_tiles >= kMidMinKTiles) {
     if (rounds(mid) <= kMidMaxRounds && rounds(mid) * kMidTileCostTenths * 10 < chosen_cost()) {
       shape.mid_beats_stream_k =
@@ -826,16 +832,19 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
       }
     }
   }
+  // tf32 under the 16-bit rules (both operands K-major) has the slim 128×160 tiles only.
+  const bool tf32_slim = tf32_sixteen_bit_plan && tf32_can_split(p) && reads_both_k_major(p);
   if (o.consumers == 0 && shape.consumers == 2 && shape.split_k == 1 && wide_m >= 2 &&
-      k_tiles >= kSlimMinKTiles && !keep_wide &&
+      k_tiles >= kSlimMinKTiles && !keep_wide && !tf32_keeps_wide &&
       (shape.tile_rule == TileRule::kWide || shape.tile_rule == TileRule::kMedium ||
        shape.tile_rule == TileRule::kMid) &&
-      can_take_slim(p)) {
+      (can_take_slim(p) || tf32_slim)) {
     int64_t best = chosen_cost();
     const bool mid_chosen = shape.tile_rule == TileRule::kMid;
     const int replaced_block_n = shape.block_n;
     for (const SlimTile& t : kSlimTiles) {
       if (k_tiles < t.min_k_tiles || (t.mid_only && !mid_chosen)) continue;
+      if (tf32_slim && t.width != kWgmmaSlimBlockN160) continue;
       const int64_t tiles = wide_m * ceil_div(p.N, t.width) * p.batch;
       if (rounds(tiles) * t.cost_hundredths < best) {
         best = rounds(tiles) * t.cost_hundredths;
