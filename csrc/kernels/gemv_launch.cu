@@ -1,6 +1,6 @@
 // Launcher of the gemv rung: how many rows of A a block takes, how many warps share a column of B
-// (by a column's length where a lane streams its loads, else the split whose blocks fill the
-// device's rounds best), and whether 16-byte vectors can be used.
+// (by the waves and batches of loads where a lane streams them, else the split whose blocks fill
+// the device's rounds best), and whether 16-byte vectors can be used.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -68,31 +68,27 @@ double round_efficiency(int64_t blocks, int64_t resident) {
 }
 
 // Warps per column where a lane streams its loads of B (GemvConfig::kStreams, 16-byte vectors):
-// the most (up to kMaxWarpsPerColumn) that leave each lane at least one whole kStreamUnroll of
-// vectors, so that its loads go out together. Over 20 weights of 256 to 28672 columns and K of
-// 2048 to 28672 (H200, session 55), that rule's time was within 3 % of the best split's on most,
-// 0.97–1.56× cuBLAS's in float32, where the rounds' rule below took up to 1.3× as long.
-int streamed_warps_per_column(int64_t vectors_per_column) {
-  int warps = kMaxWarpsPerColumn;
-  while (warps > 1 && vectors_per_column < int64_t{32} * warps * GemvConfig::kStreamUnroll) warps /= 2;
-  return warps;
+// the split whose waves of resident blocks times each warp's batches of kStreamUnroll loads is
+// least, the larger split where two tie. A lane waits about one memory latency a batch, and a
+// wave's warps wait together, so that count is the time's; a batch part empty costs a whole one.
+// Over the models grid's weights (float32 at one and two rows, the bf16 ones gemv takes) its
+// split's time was within 1 % of the best split's on the geomean (1.16× cuBLAS in float32 at one
+// row, min 0.95), where the most warps that leave each lane a whole batch ran 1.12× (min 0.91):
+// that split took 4 warps a column for many columns of a K that leaves a lane 10 vectors (N of
+// 11008–28672, K of 5120 in float32), where this one keeps them whole (H200, session 55).
+int64_t streamed_cost(int64_t slices, int64_t vectors_per_column, int warps, int64_t resident_blocks) {
+  const int64_t blocks = ceil_div(slices * warps, int64_t{GemvConfig::kWarps});
+  const int64_t waves = ceil_div(blocks, std::max<int64_t>(resident_blocks, 1));
+  const int64_t batches = ceil_div(vectors_per_column, int64_t{32} * warps * GemvConfig::kStreamUnroll);
+  return waves * std::max<int64_t>(batches, 1);
 }
 
 template <typename T, int kRows, bool kVector>
 struct SplitChoice {
-  // The split of K (warps per column): for streamed rows (GemvConfig::kStreams) by the length of a
-  // column; else the split that fills the device's rounds best, the smaller one where two fill
-  // them as well (fewer partial sums).
+  // The split of K (warps per column): for streamed rows (GemvConfig::kStreams) by streamed_cost;
+  // else the split that fills the device's rounds best, the smaller one where two fill them as
+  // well (fewer partial sums).
   static LaunchStatus run(const GemmParams& p, cudaStream_t stream) {
-    if constexpr (kVector && GemvConfig::kStreams<T, kRows>) {
-      switch (streamed_warps_per_column(p.K / GemvVector<T>::kVec)) {
-        case 1: return launch_shape<T, kRows, 1, kVector>(p, stream);
-        case 2: return launch_shape<T, kRows, 2, kVector>(p, stream);
-        case 4: return launch_shape<T, kRows, 4, kVector>(p, stream);
-        default: return launch_shape<T, kRows, kMaxWarpsPerColumn, kVector>(p, stream);
-      }
-    }
-    const int64_t loads_per_column = kVector ? p.K / GemvVector<T>::kVec : p.K;
     const int64_t slices = p.N * ceil_div(p.M, int64_t{kRows}) * p.batch;  // (column, row group) pairs
     const int64_t sms = sm_count_of(p);
     int per_sm[4] = {0, 0, 0, 0};
@@ -102,12 +98,22 @@ struct SplitChoice {
     if (status.ok()) status = resident_blocks<T, kRows, 8, kVector>(&per_sm[3]);
     if (!status.ok()) return status;
     int best = 0;
-    double best_efficiency = 0.0;
-    for (int i = 0, warps = 1; warps <= kMaxWarpsPerColumn; ++i, warps *= 2) {
-      if (warps > 1 && loads_per_column < int64_t{32} * warps * kMinLoadsPerLane) break;
-      const int64_t blocks = ceil_div(slices * warps, int64_t{GemvConfig::kWarps});
-      const double efficiency = round_efficiency(blocks, sms * std::max(per_sm[i], 1));
-      if (efficiency > best_efficiency + kEfficiencyMargin) best = i, best_efficiency = efficiency;
+    if constexpr (kVector && GemvConfig::kStreams<T, kRows>) {
+      const int64_t vectors = p.K / GemvVector<T>::kVec;
+      int64_t best_cost = 0;
+      for (int i = 0, warps = 1; warps <= kMaxWarpsPerColumn; ++i, warps *= 2) {
+        const int64_t cost = streamed_cost(slices, vectors, warps, sms * per_sm[i]);
+        if (i == 0 || cost <= best_cost) best = i, best_cost = cost;
+      }
+    } else {
+      const int64_t loads_per_column = kVector ? p.K / GemvVector<T>::kVec : p.K;
+      double best_efficiency = 0.0;
+      for (int i = 0, warps = 1; warps <= kMaxWarpsPerColumn; ++i, warps *= 2) {
+        if (warps > 1 && loads_per_column < int64_t{32} * warps * kMinLoadsPerLane) break;
+        const int64_t blocks = ceil_div(slices * warps, int64_t{GemvConfig::kWarps});
+        const double efficiency = round_efficiency(blocks, sms * std::max(per_sm[i], 1));
+        if (efficiency > best_efficiency + kEfficiencyMargin) best = i, best_efficiency = efficiency;
+      }
     }
     switch (best) {
       case 0: return launch_shape<T, kRows, 1, kVector>(p, stream);
