@@ -74,8 +74,10 @@ int64_t slim_tile_cost(int64_t block_n) {
   return 0;  // not a slim width
 }
 // 128×192 tiles need a K of at least this many k-tiles: measured from 4 (K = 256, faster than
-// 128×256); below, a product is mostly its stores, and nothing was measured.
+// 128×256); below, a product is mostly its stores, and nothing was measured. tf32's from the
+// models grid's shortest K (2048 floats), the shortest measured (session 55).
 constexpr int64_t kMidMinKTiles = 4;
+constexpr int64_t kTf32MidMinKTiles = 64;
 // Where stream-K would deal out the last round of the 128×256 tiles, they keep the SMs busy
 // already, and from this many k-tiles the narrower tiles' fewer rounds do not pay: measured
 // 128×192 / 128×256 with stream-K 0.95–1.05 at 80–88 k-tiles (geomean 0.98, within noise) and
@@ -820,7 +822,7 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
                                                 : rounds(wide) * 100;
   };
   if (splittable && !tf32_keeps_wide && shape.consumers == 2 && shape.split_k == 1 && narrow_m >= 2 &&
-      k_tiles >= kMidMinKTiles) {
+      k_tiles >= (tf32_sixteen_bit_plan ? kTf32MidMinKTiles : kMidMinKTiles)) {
     if (rounds(mid) <= kMidMaxRounds && rounds(mid) * kMidTileCostTenths * 10 < chosen_cost()) {
       shape.mid_beats_stream_k =
           keep_wide && rounds(mid) * kMidTileCostTenths * sms < wide * kStreamKWideCostTenths;
