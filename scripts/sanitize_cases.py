@@ -308,6 +308,12 @@ DEFAULT_CASES = (
          expect={"auto": "wgmma_sm90", "token_tiles": 2, "cluster": 2}),
     Case("gemv", "1 row against a small weight (N·K < 2^24): auto's gemv",
          "gemv", 1, 1000, 1000, expect={"auto": "gemv"}),
+    Case("gemv streamed two rows", "float32, 2 rows with a bias: each lane's 8 vectors of B and A's "
+         "loaded before the multiply, K's 250 vectors a part-empty last batch",
+         "gemv", 2, 1000, 1000, dtype="float32", op="linear", expect={"auto": "gemv"}),
+    Case("gemv streamed split", "float32, 1 row against 64 long columns: each column split over 8 "
+         "warps (the fewest waves times batches), their sums meeting in shared memory",
+         "gemv", 1, 64, 16384, dtype="float32", expect={"auto": "gemv"}),
     Case("multistage split-K", "float32, 64 rows: 2 small tiles and 128 k-tiles, split 8 ways "
          "(plan_multistage, not exposed on the CPU: unchecked)",
          "multistage", 64, 256, 4096, dtype="float32"),
