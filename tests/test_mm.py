@@ -770,6 +770,29 @@ def test_tf32_few_rows_against_a_weight(M, N, kernel):
         assert torch_gemm.explain(x, w.t())["kernel"] == ("multistage" if M > 2 else "gemv")
 
 
+# gemv's streamed path (one or two rows in float32, bf16 and fp16: each lane's 8 vectors of B with
+# A's before the multiply, a column split over 1 to 8 warps by waves and batches): a K shorter
+# than one batch, a part-empty last batch (250 vectors of float32), 64 long columns split over 8
+# warps, columns past a block's 8 (N = 7, 3001); with a bias, and a batch of 3 whose operands are
+# slices of larger tensors (strided, still 16-byte vectors), against float64.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("M", [1, 2])
+@pytest.mark.parametrize("N, K", [(100, 64), (1000, 1000), (64, 16384), (3001, 2056), (7, 8)])
+def test_gemv_streamed_rows(M, N, K, dtype):
+    gen = generator("cuda", "gemv_streamed", M, N, K, str(dtype))
+    x, w = randn((M, K), dtype, "cuda", gen), randn((N, K), dtype, "cuda", gen)
+    bias = randn((N,), dtype, "cuda", gen)
+    with tf32_allowed(False), poisoned_outputs():
+        assert_close_to_reference(torch_gemm.mm_tiled(x, w.t(), kernel="gemv"), x, w.t())
+        assert_close_to_reference(torch_gemm.linear_tiled(x, w, bias, kernel="gemv"), x, w.t(), bias)
+        xs = randn((3, M + 1, K + 8), dtype, "cuda", gen)[:, :M, :K]
+        ws = randn((3, N, K + 16), dtype, "cuda", gen)[:, :, :K]
+        out = torch_gemm.bmm_tiled(xs, ws.transpose(1, 2), kernel="gemv")
+        for z in range(3):
+            assert_close_to_reference(out[z].contiguous(), xs[z], ws[z].t())
+
+
 # tf32 under TORCH_GEMM_WGMMA_STREAM_K=3: one row of 64×256 tiles dealt out over every SM as
 # k-tiles, against float64 (with a bias: it enters with each tile's last k-tiles) and run twice
 # for the same bits (the partial sums meet in a fixed order). A weight (B K-major) and A K-major

@@ -16,11 +16,11 @@ struct GemvConfig {
   static constexpr int kVectorBytes = 16;
   // Up to kStreamMaxRows rows (the decode of one or two tokens, where a product is B's bytes and
   // nothing else), each lane loads kStreamUnroll vectors of B and the matching ones of A before it
-  // multiplies, B bypassing L1. Over the models grid's weights (every one in float32, the small
-  // ones gemv takes in bf16), with the launcher's split: 1.16× cuBLAS in float32 at one row (min
-  // 0.95), 1.29× at two, 1.37× and 1.56× in bf16, against 1.03× (min 0.79), 1.10×, 1.30× and
-  // 1.47× with A loaded inside the multiply and kUnroll vectors (H200, session 55). More rows keep
-  // that loop: their A vectors would not fit in registers beside B's; and so does float64 (not
+  // multiplies, B bypassing L1 (from sm_80). Over the models grid's weights (every one in float32,
+  // the small ones gemv takes in bf16), with the launcher's split: 1.16× cuBLAS in float32 at one
+  // row (min 0.95), 1.29× at two, 1.37× and 1.56× in bf16, against 1.03× (min 0.79), 1.10×, 1.30×
+  // and 1.47× with A loaded inside the multiply and kUnroll vectors (H200, session 55). More rows
+  // keep that loop: their A vectors would not fit in registers beside B's; and so does float64 (not
   // measured).
   static constexpr int kStreamMaxRows = 2;
   static constexpr int kStreamUnroll = 8;

@@ -13,8 +13,9 @@
 namespace torch_gemm {
 namespace {
 
-// Warps a column of B is shared between at most, and the fewest 16-byte loads (or elements) of
-// it each lane makes: a finer split of K would cost more in reductions than it spreads.
+// Warps a column of B is shared between at most, and (but for streamed rows, whose split counts
+// its batches: streamed_cost) the fewest 16-byte loads (or elements) of it each lane makes: a
+// finer split of K would cost more in reductions than it spreads.
 constexpr int kMaxWarpsPerColumn = 8;
 constexpr int64_t kMinLoadsPerLane = 2;
 // A larger split is taken only where it fills the rounds by more than this (of the whole).
@@ -102,6 +103,7 @@ struct SplitChoice {
       const int64_t vectors = p.K / GemvVector<T>::kVec;
       int64_t best_cost = 0;
       for (int i = 0, warps = 1; warps <= kMaxWarpsPerColumn; ++i, warps *= 2) {
+        if (warps > 1 && vectors < int64_t{32} * warps) break;  // a warp without a vector
         const int64_t cost = streamed_cost(slices, vectors, warps, sms * per_sm[i]);
         if (i == 0 || cost <= best_cost) best = i, best_cost = cost;
       }

@@ -659,7 +659,8 @@ namespace {
 // 128×256, 128 of 128×192). Slim 128×96 and 128×80 tiles take the place of the two-consumer tile
 // chosen where they make fewer rounds at their costs, and 128×160 ones that of 128×192 tiles, from
 // kSlim160MinKTiles (1024 rows against 2560 columns: 128 of them against 112) (kSlimTiles).
-// Neither narrower tile replaces 128×256 tiles whose last round stream-K deals out, with a K of kStreamKKeepsWideMinKTiles or more, but for 128×192 tiles whose
+// Neither narrower tile replaces 128×256 tiles whose last round stream-K deals out, with a K of
+// kStreamKKeepsWideMinKTiles or more (tf32 under these rules: any K), but for 128×192 tiles whose
 // whole rounds cost less than the 128×256 tiles' share at kStreamKWideCostTenths. 193 to 256 rows
 // (65 to 128 in 3 equal shares, 449 to 512 in equal shares) with a long K and few tiles take
 // 128×128 tiles with stream-K over every turn (kMediumStreamKMinKTiles); 2 or 4 rows of 128×256
@@ -675,8 +676,10 @@ namespace {
 // turn dealt out instead, where the turns split in equal shares of a long enough K
 // (kTf32DealtMinShareKTiles, kTf32DealtThreeSharesMinShareKTiles, kTf32DealtMaxShares).
 // (Measurements: benchmarks/NOTES.md.)
-// tf32_sixteen_bit_plan: a tf32 product under the 16-bit rules (but for 128×192 tiles in place of 128×256 ones with stream-K, and slim widths but 160)
-// in place of its own (tf32_splittable's).
+// tf32_sixteen_bit_plan: a tf32 product under the 16-bit rules in place of its own
+// (tf32_splittable's), but for the slim widths other than 160, 128×192 tiles below
+// kTf32MidMinKTiles, and 128×192 and 128×160 tiles where stream-K would deal out the 128×256
+// tiles' last round (tf32_keeps_wide).
 Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
                    bool tf32_sixteen_bit_plan) {
   const bool tf32_splittable = tf32_can_split(p) && !tf32_sixteen_bit_plan;
@@ -761,11 +764,14 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
       stream_k_turns(turns_of(Shape{}, wide_cluster), slots_of(wide_cluster), k_tiles, false, o,
                      &wide_stream_k) > 0;
   const bool keep_wide = k_tiles >= kStreamKKeepsWideMinKTiles && wide >= sms / 2 && wide_dealt;
-  // tf32 under the 16-bit rules keeps them wherever stream-K deals out their last round: there its
-  // 128×192 and 128×160 tiles ran 0.84–0.97× as fast (512 × 11008, 1024 × 5632 and 2048 × 3072
-  // against 128×192, 2048 × 2560 against 128×160), and 1.09–1.28× where the 128×256 tiles ran
-  // without it (256 × 11008, 512 × 5632–6144, 1024 × 3072 at 128×192; 512 × 5120 and 1024 × 2560
-  // at 128×160; H200, session 55).
+  // tf32 under the 16-bit rules takes no 128×192 or 128×160 tiles wherever stream-K would deal out
+  // the 128×256 tiles' last round, whatever K: the tile the 16-bit rules chose before them stays
+  // (128×256, or 128×128, whose pairs tf32's own dealt 128×256 tiles then replace: choose_shape).
+  // Against the 128×256 tiles tf32 took there, its 128×192 and 128×160 ones ran 0.84–0.97× as fast
+  // (512 × 11008, 1024 × 5632 and 2048 × 3072 against 128×192, 2048 × 2560 against 128×160), and
+  // 1.09–1.28× where the 128×256 tiles ran without stream-K (256 × 11008, 512 × 5632–6144, 1024 ×
+  // 3072 at 128×192; 512 × 5120 and 1024 × 2560 at 128×160; H200, session 55). Unpaired 128×128
+  // tiles (odd tile rows, clusters off) stay so too: not measured against either.
   const bool tf32_keeps_wide = tf32_sixteen_bit_plan && wide_dealt;
   bool narrower_kept_out = false;  // 128×128 or 128×192 tiles would have been taken but for it
   if (splittable && shape.consumers == 1 && shape.small_tiles <= sms) {
@@ -1058,7 +1064,9 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
 // 128×128 tiles and tf32's own plan takes 128×256 ones, the latter (tf32's 128-column tiles load
 // A's fragments through registers once per 128 columns, and most such forwards ran slower on
 // them), and so with a long K where tf32's own plan deals 128×256 tiles out and the 16-bit rules
-// would pair 128-column ones (kTf32OwnDealtMinKTiles). Other layouts (A read MN-major) keep
+// would pair 128-column ones (kTf32OwnDealtMinKTiles), and with few rows where tf32's own 64×256
+// tiles split in 2 or 4 would run as many blocks as the 16-bit rules' 64×128 ones, whole or split
+// in 2 (kTf32OwnSplitTwoMaxRows, kTf32OwnSplitFourMaxRows). Other layouts (A read MN-major) keep
 // tf32's own rules, which were measured there.
 Shape choose_shape(const GemmParams& p, int64_t sms, const Overrides& given) {
   const Overrides o = effective_overrides(p, given);
@@ -1891,7 +1899,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                 "tf32 than the 16-bit rules' pairs of 128-column tiles";
       break;
     case Tf32Rules::kOwnSplitOverNarrow:
-      r.tile += "; tf32's own tile rules: with " + str(p.M) + " rows these 64x256 tiles split in " +
+      r.tile += "; tf32's own tile rules: with " + str(p.M) + (p.M == 1 ? " row" : " rows") +
+                " these 64x256 tiles split in " +
                 str(s.split_k) + " ran faster in tf32 than the 16-bit rules' as many blocks of 64x128 " +
                 "tiles" + (s.split_k == 2 ? std::string(" whole") : " split in 2, with K's " +
                 str(plan.k_tiles) + " k-tiles (" + str(kTf32OwnSplitFourMinKTiles) + " or more)") +
