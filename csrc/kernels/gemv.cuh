@@ -122,8 +122,12 @@ gemm_gemv_kernel(GemmParams p) {
 #pragma unroll
             for (int r = 0; r < kRows; ++r) {
               // A's rows are few and read by every column's warps: kept in L1 (__ldg).
-              const uint4 a_bits = kStreams ? rA[kStreams ? u : 0][r]
-                                            : __ldg(reinterpret_cast<const uint4*>(a_rows[r]) + v);
+              uint4 a_bits;
+              if constexpr (kStreams) {
+                a_bits = rA[u][r];
+              } else {
+                a_bits = __ldg(reinterpret_cast<const uint4*>(a_rows[r]) + v);
+              }
               const Vector& a = *reinterpret_cast<const Vector*>(&a_bits);
 #pragma unroll
               for (int e = 0; e < kVec; ++e) {

@@ -841,18 +841,17 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
     }
   }
   // tf32 under the 16-bit rules (both operands K-major) has the slim 128×160 tiles only.
-  const bool tf32_slim = tf32_sixteen_bit_plan && tf32_can_split(p) && reads_both_k_major(p);
   if (o.consumers == 0 && shape.consumers == 2 && shape.split_k == 1 && wide_m >= 2 &&
       k_tiles >= kSlimMinKTiles && !keep_wide && !tf32_keeps_wide &&
       (shape.tile_rule == TileRule::kWide || shape.tile_rule == TileRule::kMedium ||
        shape.tile_rule == TileRule::kMid) &&
-      (can_take_slim(p) || tf32_slim)) {
+      (can_take_slim(p) || (tf32_sixteen_bit_plan && reads_both_k_major(p)))) {
     int64_t best = chosen_cost();
     const bool mid_chosen = shape.tile_rule == TileRule::kMid;
     const int replaced_block_n = shape.block_n;
     for (const SlimTile& t : kSlimTiles) {
       if (k_tiles < t.min_k_tiles || (t.mid_only && !mid_chosen)) continue;
-      if (tf32_slim && t.width != kWgmmaSlimBlockN160) continue;
+      if (tf32_sixteen_bit_plan && t.width != kWgmmaSlimBlockN160) continue;
       const int64_t tiles = wide_m * ceil_div(p.N, t.width) * p.batch;
       if (rounds(tiles) * t.cost_hundredths < best) {
         best = rounds(tiles) * t.cost_hundredths;

@@ -39,9 +39,9 @@ struct Overrides {
   // TORCH_GEMM_WGMMA_SHAPE=CxS[xN]: C consumer warpgroups (1: 64-row tiles, 2: 128-row), S slices
   // of K (1; 2 with 2x2; 2, 4 or 8 with 1xSx128, 2 or 4 with 2xSx128, and for tf32 with 1xS) and
   // N columns a tile (256; 128: 1xSx128 and 2xSx128; 192: 2x1x192; 80, 96, 160: 2x1x80, 2x1x96,
-  // 2x1x160; 64: 1x1x64); split K and 128 or 64 columns take 16-bit and tf32 products without
-  // row sums (3xTF32's takes 1xSx128 and 2xSx128 as its consumers), 2x2, 192 and slim columns
-  // 16-bit ones, 1xS tf32 ones.
+  // 2x1x160; 64: 1x1x64); split K and 128, 192, 160 or 64 columns take 16-bit and tf32 products
+  // without row sums (3xTF32's takes 1xSx128 and 2xSx128 as its consumers; tf32's 160 columns
+  // with both operands read K-major), 2x2 and 80 or 96 columns 16-bit ones, 1xS tf32 ones.
   // consumers 0: unset, the plan chooses. CxSxNxG: G clusters (2, 4 or 8) of the S = 8 slices
   // share each one-consumer tile (split_groups; 1xSx128, or 1xSx256 tf32).
   int consumers = 0, split_k = 0, block_n = static_cast<int>(kWgmmaBlockN);
@@ -66,7 +66,8 @@ struct Overrides {
   bool zero_flags = false;
   // TORCH_GEMM_WGMMA_TF32_PLAN=own|sixteen_bit: the tile rules of tf32 products (not 3xTF32's,
   // without row sums): tf32's own (64×256 split, 128×256 dealt), or the 16-bit products' (64×128
-  // split and dealt, 128×128 split and dealt, 64×64; not 128×192 or slim tiles) for every layout;
+  // split and dealt, 128×128 split and dealt, 64×64, 128×192, slim 128×160 with both operands
+  // read K-major) for every layout;
   // unset, the plan's choice between them (Tf32Rules). For comparing them on a GPU.
   enum class Tf32Plan { kAuto, kOwn, kSixteenBit };
   Tf32Plan tf32_plan = Tf32Plan::kAuto;
@@ -103,7 +104,7 @@ constexpr int kStreamKMaxShares = 4;
 // 64×128 or (tf32) 64×256 tile.
 struct Shape {
   int consumers = 2;
-  // or kWgmmaSmallBlockN, kWgmmaTinyBlockN, kWgmmaMidBlockN or a slim width (80, 96, 160: 16-bit)
+  // or kWgmmaSmallBlockN, kWgmmaTinyBlockN, kWgmmaMidBlockN or a slim width (80, 96: 16-bit; 160)
   int block_n = static_cast<int>(kWgmmaBlockN);
   bool clusters = false;
   int split_k = 1;
