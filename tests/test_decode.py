@@ -159,6 +159,24 @@ def test_auto_takes_the_split_past_a_round(M):
     assert torch.equal(out, torch_gemm.linear_tiled(x, w, bias))
 
 
+# A few rows against a big weight: auto takes wgmma_sm90's split 64x128 tiles over decode_sm80
+# (kWgmmaOverDecode; 9 and 16 rows of an 8192 x 8192 weight, 2^26 elements), with a bias.
+@pytest.mark.parametrize("M", [9, 16])
+def test_auto_takes_wgmma_for_a_big_weight(M):
+    _needs_sm80()
+    N, K = 8192, 8192
+    gen = generator("cuda", "decode-big", M, N, K)
+    x, w = randn((M, K), torch.bfloat16, "cuda", gen), randn((N, K), torch.bfloat16, "cuda", gen)
+    bias = randn((N,), torch.bfloat16, "cuda", gen)
+    why = torch_gemm.explain(x, w.t())
+    if "big weight" not in why["reason"]:
+        pytest.skip(f"auto takes {why['kernel']} here (this GPU's SMs or build)")
+    assert why["kernel"] == "wgmma_sm90"
+    with poisoned_outputs():
+        out = torch_gemm.linear_tiled(x, w, bias)
+    assert_close_to_reference(out, x, w.t(), bias)
+    assert torch.equal(out, torch_gemm.linear_tiled(x, w, bias))
+
 def test_empty_and_zero_k():
     _needs_sm80()
     x = torch.randn(4, 0, device="cuda", dtype=torch.bfloat16)

@@ -1349,7 +1349,11 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (8, 512, 4096, BF16, 90, True, 1, "decode_sm80"),     # 32 blocks, a short K: no split
     (16, 512, 4096, BF16, 90, True, 1, "wgmma_sm90"),     # two token tiles: split by the rounds
     (4, 2048, 2048, BF16, 80, True, 1, "decode_sm80"),    # no wgmma: decode_sm80
-    (8, 28672, 8192, BF16, 90, True, 1, "decode_sm80"),   # 1792 blocks fill 264 slots without a split
+    (8, 28672, 4096, BF16, 90, True, 1, "decode_sm80"),   # 1792 blocks fill 264 slots without a split
+    (8, 28672, 8192, BF16, 90, True, 1, "wgmma_sm90"),    # a weight of 2^27.8: wgmma's 112 tiles stream it
+    (16, 8192, 8192, FP16, 90, True, 1, "wgmma_sm90"),    # 2^26 elements at 16 rows: 128 split tiles
+    (8, 8192, 8192, BF16, 90, True, 1, "decode_sm80"),    # 2^26 elements at 8 rows: decode_sm80
+    (4, 6144, 28672, BF16, 90, True, 1, "decode_sm80"),   # 2^27.4, but wgmma's 96 slices fill too few SMs
     (16, 5120, 5120, FP16, 90, True, 1, "wgmma_sm90"),
     (8, 5120, 5120, FP16, 90, True, 1, "decode_sm80"),    # 320 blocks of 10 KB rows: no split
     (1, 4096, 4096, BF16, 75, True, 1, "gemv"),           # no mma.sync: one row on gemv
@@ -1446,6 +1450,30 @@ def test_auto_decode_on_sm90_follows_decode_sm80s_split():
     with pytest.raises(ValueError, match="sm_count"):
         _C.auto_kernel(8, 8, 8, dtype=BF16, sm=90, sm_count=0)
 
+
+
+def test_auto_streams_big_weights_on_wgmma():
+    # A few bf16/fp16 rows against one big weight go to wgmma where its 64-row tiles and K slices
+    # fill 5/6 of the SMs: from 2^27 elements up to 8 rows, from 2^26 up to 16 (kWgmmaOverDecode).
+    def choice(M, N, K, **kw):
+        return _C.auto_kernel(M, N, K, dtype=kw.pop("dtype", BF16), sm=kw.pop("sm", 90),
+                              sm_count=kw.pop("sm_count", 132), **kw)
+
+    def big(M, N, K, **kw):
+        c = choice(M, N, K, **kw)
+        return c["kernel"] == "wgmma_sm90" and "big weight" in c["reason"]
+    for M in (1, 2, 4, 8):
+        assert big(M, 28672, 8192) and big(M, 8192, 28672) and big(M, 28672, 5120, dtype=FP16)
+        assert not big(M, 28672, 4096) and not big(M, 8192, 8192)       # under 2^27
+        assert not big(M, 6144, 28672) and not big(M, 5120, 28672)      # 96 and 80 of 132 SMs
+    for M in (9, 12, 16):
+        assert big(M, 8192, 8192) and big(M, 28672, 2560)              # from 2^26 past 8 rows
+        assert not big(M, 8192, 6144) and not big(M, 28672, 2048)       # under 2^26
+        assert not big(M, 4096, 28672)                                  # 64 slices of 132 SMs
+    assert big(16, 8192, 8192) and not big(17, 8192, 8192)              # past 16 rows: no decode
+    assert not big(4, 28672, 8192, batch=2)                             # batches unmeasured
+    assert big(4, 6144, 28672, sm_count=114)                            # 96 slices fill 5/6 of 114
+    assert choice(4, 28672, 8192, sm=80)["kernel"] == "decode_sm80"     # no wgmma before sm_90
 
 # auto consults wgmma_sm90's plan for any shape, empty ones included (M, N or K of 0, no batch), on
 # any SM count; so does sm90_plan. Neither may fault on them (an empty product has no turns to

@@ -61,6 +61,22 @@ bool decode_split_over_wgmma(const GemmParams& p, const DecodePlan& decode) {
          sm90::choose_shape(p, p.sm_count, sm90::Overrides{}).split_k > 1;
 }
 
+// Whether wgmma_sm90 takes a few bf16/fp16 rows against a big weight (kWgmmaOverDecode) in place
+// of decode_sm80: one weight (batches unmeasured) whose 64-row tiles and K slices under wgmma's
+// plan fill enough of the SMs.
+bool wgmma_streams_big_weight(const GemmParams& p) {
+  if (p.batch > 1) return false;
+  for (const WgmmaOverDecode& big : kWgmmaOverDecode) {
+    if (p.M > big.rows) continue;
+    if (p.N * p.K < big.elements) return false;
+    const sm90::Shape shape = sm90::choose_shape(p, p.sm_count, sm90::Overrides{});
+    const int64_t slices = ceil_div(p.M, int64_t{shape.block_m()}) * ceil_div(p.N, int64_t{shape.block_n}) *
+                           shape.split_k * shape.split_groups;
+    return slices * 6 >= p.sm_count * kWgmmaOverDecodeFillSixths;
+  }
+  return false;
+}
+
 // Whether a few rows against a small weight stay on gemv (one launch) by `table`'s (rows, N·K)
 // bounds rather than take decode_sm80.
 template <std::size_t kBounds>
@@ -75,7 +91,8 @@ bool small_enough_for_gemv(const GemvOverDecode (&table)[kBounds], int64_t M, in
 
 // Decode (a few rows against a linear's weight): bf16/fp16 up to 16 rows from sm_80 on
 // decode_sm80, whose mma.sync tiles take 8 tokens each at the weight's pace, but small weights
-// with few rows on gemv (one launch, no K split across blocks), and on sm_90 wgmma wherever
+// with few rows on gemv (one launch, no K split across blocks), and on sm_90 wgmma against big
+// weights its tiles fill the SMs with (wgmma_streams_big_weight) and wherever
 // decode_sm80 would split K across blocks (its sums then need a second kernel, where wgmma's split
 // 64x128 tiles add theirs inside a cluster), except for a few rows where the split evens out
 // the rounds of more blocks than one round holds (decode_split_over_wgmma); on sm_90 against an
@@ -111,6 +128,7 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
                      std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
   if (sixteen_bit && weight_rows && M <= kDecodeMaxRows && sm >= kMmaMinSm) {
     if (small_enough_for_gemv(kGemvOverDecode, M, N, K)) return {"gemv", AutoRule::kGemv};
+    if (wgmma && wgmma_streams_big_weight(p)) return {"wgmma_sm90", AutoRule::kWgmmaBigWeight};
     const DecodePlan decode = plan_decode(p, p.sm_count);
     if (!wgmma || decode.splits == 1) return {"decode_sm80", AutoRule::kDecodeSm80};
     if (decode_split_over_wgmma(p, decode)) return {"decode_sm80", AutoRule::kDecodeSplitRounds};
@@ -176,6 +194,10 @@ const char* describe_auto_choice(AutoRule rule) {
       "decode on compute capability 9.0: up to 16 bf16/fp16 rows where decode_sm80 would split K "
       "across blocks and add the sums in a second kernel (but for the few rows of the rule "
       "above); wgmma_sm90's 64x128 tiles split K inside a cluster instead",
+      "decode on compute capability 9.0 against a big weight: up to 8 bf16/fp16 rows of one weight "
+      "of at least 2^27 elements, or up to 16 rows of one of at least 2^26, whose 64-row tiles and "
+      "K slices under wgmma's plan fill at least 5/6 of the SMs: wgmma_sm90 streams the weight "
+      "faster than decode_sm80's 16-column warps (see kWgmmaOverDecode)",
       "decode against an N-major B (dx = dy·W of a linear) on compute capability 9.0: up to 16 "
       "bf16/fp16 rows, K of at least 1024 and a weight of at least 6·2^20 elements, at most two "
       "64-column blocks a multiprocessor: "

@@ -10,7 +10,7 @@ namespace torch_gemm {
 
 // Which rule of the table chose the kernel (for explain's reason).
 enum class AutoRule {
-  kGemv, kDecodeSm80, kDecodeSplitRounds, kWgmmaDecode, kDecodeNMajor, kDecodeTf32, kWgmma, kWgmmaTf32, kWgmmaTf32FewRows, kWgmma3xTf32, kMmaSm80, kNoTensorCores, kFloat64,
+  kGemv, kDecodeSm80, kDecodeSplitRounds, kWgmmaDecode, kWgmmaBigWeight, kDecodeNMajor, kDecodeTf32, kWgmma, kWgmmaTf32, kWgmmaTf32FewRows, kWgmma3xTf32, kMmaSm80, kNoTensorCores, kFloat64,
   kMultistage, kDecode, kFewTiles, kWarptile
 };
 
