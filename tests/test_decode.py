@@ -139,43 +139,31 @@ def test_batched_and_deterministic(batch, M, N, K):
     assert torch.equal(first, again)
 
 
-# auto on an H100/H200 (132 SMs) keeps decode_sm80's K split for up to 4 rows where it evens out
-# the rounds of more 16-column blocks than one round holds (320 blocks, K = 11008: 4 splits), with
-# a bias through the second kernel; the same bits each run.
-@pytest.mark.parametrize("M", [1, 4])
-def test_auto_takes_the_split_past_a_round(M):
+# auto on an H100/H200 (132 SMs) hands a few rows to another plan than decode_sm80's unsplit one,
+# each run with a bias against the float64 reference, the same bits each run: decode_sm80's K split
+# for up to 4 rows where it evens out the rounds of more 16-column blocks than one round holds (320
+# blocks, K = 11008: 4 splits, the bias through the second kernel); wgmma_sm90's split 64x128 tiles
+# against a big weight (kWgmmaOverDecode: 9 and 16 rows of 8192 x 8192, 2^26 elements).
+@pytest.mark.parametrize("M, N, K, kernel, rule", [
+    (1, 5120, 11008, "decode_sm80", "even out the rounds"),
+    (4, 5120, 11008, "decode_sm80", "even out the rounds"),
+    (9, 8192, 8192, "wgmma_sm90", "big weight"),
+    (16, 8192, 8192, "wgmma_sm90", "big weight"),
+])
+def test_auto_decode_rules_run(M, N, K, kernel, rule):
     _needs_sm80()
-    N, K = 5120, 11008
-    gen = generator("cuda", "decode-rounds", M, N, K)
+    gen = generator("cuda", "decode-rules", M, N, K)
     x, w = randn((M, K), torch.bfloat16, "cuda", gen), randn((N, K), torch.bfloat16, "cuda", gen)
     bias = randn((N,), torch.bfloat16, "cuda", gen)
     why = torch_gemm.explain(x, w.t())
-    if "even out the rounds" not in why["reason"]:
+    if rule not in why["reason"]:
         pytest.skip(f"auto takes {why['kernel']} here (this GPU's SMs or build)")
-    assert why["kernel"] == "decode_sm80"
+    assert why["kernel"] == kernel
     with poisoned_outputs():
         out = torch_gemm.linear_tiled(x, w, bias)
     assert_close_to_reference(out, x, w.t(), bias)
     assert torch.equal(out, torch_gemm.linear_tiled(x, w, bias))
 
-
-# A few rows against a big weight: auto takes wgmma_sm90's split 64x128 tiles over decode_sm80
-# (kWgmmaOverDecode; 9 and 16 rows of an 8192 x 8192 weight, 2^26 elements), with a bias.
-@pytest.mark.parametrize("M", [9, 16])
-def test_auto_takes_wgmma_for_a_big_weight(M):
-    _needs_sm80()
-    N, K = 8192, 8192
-    gen = generator("cuda", "decode-big", M, N, K)
-    x, w = randn((M, K), torch.bfloat16, "cuda", gen), randn((N, K), torch.bfloat16, "cuda", gen)
-    bias = randn((N,), torch.bfloat16, "cuda", gen)
-    why = torch_gemm.explain(x, w.t())
-    if "big weight" not in why["reason"]:
-        pytest.skip(f"auto takes {why['kernel']} here (this GPU's SMs or build)")
-    assert why["kernel"] == "wgmma_sm90"
-    with poisoned_outputs():
-        out = torch_gemm.linear_tiled(x, w, bias)
-    assert_close_to_reference(out, x, w.t(), bias)
-    assert torch.equal(out, torch_gemm.linear_tiled(x, w, bias))
 
 def test_empty_and_zero_k():
     _needs_sm80()

@@ -1451,7 +1451,6 @@ def test_auto_decode_on_sm90_follows_decode_sm80s_split():
         _C.auto_kernel(8, 8, 8, dtype=BF16, sm=90, sm_count=0)
 
 
-
 def test_auto_streams_big_weights_on_wgmma():
     # A few bf16/fp16 rows against one big weight go to wgmma where its 64-row tiles and K slices
     # fill 5/6 of the SMs: from 2^27 elements up to 8 rows, from 2^26 up to 16 (kWgmmaOverDecode).
@@ -1472,8 +1471,22 @@ def test_auto_streams_big_weights_on_wgmma():
         assert not big(M, 4096, 28672)                                  # 64 slices of 132 SMs
     assert big(16, 8192, 8192) and not big(17, 8192, 8192)              # past 16 rows: no decode
     assert not big(4, 28672, 8192, batch=2)                             # batches unmeasured
-    assert big(4, 6144, 28672, sm_count=114)                            # 96 slices fill 5/6 of 114
+    assert big(8, 6144, 28672, sm_count=114)                            # 96 slices fill 5/6 of 114
     assert choice(4, 28672, 8192, sm=80)["kernel"] == "decode_sm80"     # no wgmma before sm_90
+    # Only as measured: 128-row tiles past 33792 columns (a vocabulary), a weight wgmma would copy
+    # (K not whole vectors, or a misaligned base), row sums (their plan does not split).
+    assert _C.sm90_plan(1, 128256, 4096, sm_count=132)["consumers"] == 2
+    assert not big(1, 128256, 4096) and not big(8, 50000, 2048)
+    assert not big(4, 28672, 8190) and not big(4, 28672, 8192, b_address=2)
+    assert not big(16, 8192, 8192, row_sum=True) and big(16, 8192, 8192, bias=True)
+    x = torch.empty(16, 8192, dtype=torch.bfloat16, device="meta")
+    w = torch.empty(8192, 8192, dtype=torch.bfloat16, device="meta")  # a linear's (out, in) weight
+    assert torch_gemm.explain(x, w.t(), sm=90, sm_count=132)["kernel"] == "wgmma_sm90"
+    assert torch_gemm.explain(x, w.t(), sm=90, sm_count=132, row_sum=True)["kernel"] == "decode_sm80"
+    # decode_sm80's split that evens out the rounds comes first where both would take the product.
+    assert choice(1, 7168, 20480)["kernel"] == "decode_sm80"
+    assert "even out the rounds" in choice(1, 7168, 20480)["reason"]
+
 
 # auto consults wgmma_sm90's plan for any shape, empty ones included (M, N or K of 0, no batch), on
 # any SM count; so does sm90_plan. Neither may fault on them (an empty product has no turns to

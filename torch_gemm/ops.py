@@ -228,7 +228,8 @@ def explain(
                                 b_stride_k=b_sk, allow_tf32=bool(allow_tf32), sm90a=with_sm90a,
                                 three_tf32=_C.get_fp32_precision() == "3xtf32", batch=batch,
                                 a_strides=list(a.stride()), b_strides=list(b.stride()),
-                                a_address=_address(a), b_address=_address(b))
+                                a_address=_address(a), b_address=_address(b),
+                                bias=bias is not None, row_sum=row_sum)
         answer.update(kernel=choice["kernel"], reason=choice["reason"])
     else:
         name = _ALIASES.get(kernel, kernel)

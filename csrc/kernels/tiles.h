@@ -66,13 +66,15 @@ struct GemvOverDecode {
   int64_t rows, elements;
 };
 constexpr GemvOverDecode kGemvOverDecode[] = {{1, (int64_t{1} << 24) - 1}, {2, int64_t{1} << 22}, {8, int64_t{1} << 20}};
-// Except on big weights, where wgmma's one-row tiles stream the weight faster than decode_sm80's
-// 16-column warps: wgmma takes up to `rows` rows (of one weight) of at least `elements` (N·K)
-// elements where its plan's tiles and slices fill at least kWgmmaOverDecodeFillSixths sixths of
-// the SMs. Measured on an H200 over the models grid's weights at 1, 2, 4, 8 and 16 rows: at 16
-// rows from 2^26 elements wgmma was 1.02-1.25x decode_sm80's pace; at 1-8 rows only the weights
-// of 2^27 elements and more that its tiles filled gained (1.01-1.12x), others of 2^26-2^27
-// lost 0.9-0.99x (benchmarks/NOTES.md, session 56).
+// Except on big weights, where wgmma's one-row 64-row tiles stream the weight faster than
+// decode_sm80's 16-column warps: wgmma takes up to `rows` rows (of one weight) of at least
+// `elements` (N·K) elements where its plan's tiles and slices fill at least
+// kWgmmaOverDecodeFillSixths sixths of the SMs (rows ascending: the first bound past M applies).
+// Measured on an H200 over the models grid's weights (at most 28672 columns) at 1, 2, 4, 8 and 16
+// rows, 3-7 and 9-15 taken as the counts that run decode_sm80's same token tiles: at 16 rows from
+// 2^26 elements wgmma was 1.02-1.25x decode_sm80's pace; at 1-8 rows only the weights of 2^27
+// elements and more that its tiles filled gained (1.01-1.12x), others of 2^26-2^27 lost
+// 0.9-0.99x (benchmarks/NOTES.md, session 56).
 struct WgmmaOverDecode {
   int64_t rows, elements;
 };

@@ -62,17 +62,20 @@ bool decode_split_over_wgmma(const GemmParams& p, const DecodePlan& decode) {
 }
 
 // Whether wgmma_sm90 takes a few bf16/fp16 rows against a big weight (kWgmmaOverDecode) in place
-// of decode_sm80: one weight (batches unmeasured) whose 64-row tiles and K slices under wgmma's
-// plan fill enough of the SMs.
+// of decode_sm80, as measured: one weight (batches unmeasured), read in place in aligned 16-byte
+// vectors (else wgmma would copy it whole, where decode_sm80's launcher streams it through gemv),
+// no row sums (their plan does not split), and wgmma's plan on one-consumer 64-row tiles (past
+// 33792 columns it takes half-empty 128-row ones, not measured here) whose tiles and K slices fill
+// kWgmmaOverDecodeFillSixths of the SMs.
 bool wgmma_streams_big_weight(const GemmParams& p) {
-  if (p.batch > 1) return false;
-  for (const WgmmaOverDecode& big : kWgmmaOverDecode) {
+  if (p.batch > 1 || p.row_sum != nullptr || !decode_vector_loads(p)) return false;
+  for (const WgmmaOverDecode& big : kWgmmaOverDecode) {  // by rows, ascending
     if (p.M > big.rows) continue;
     if (p.N * p.K < big.elements) return false;
     const sm90::Shape shape = sm90::choose_shape(p, p.sm_count, sm90::Overrides{});
-    const int64_t slices = ceil_div(p.M, int64_t{shape.block_m()}) * ceil_div(p.N, int64_t{shape.block_n}) *
-                           shape.split_k * shape.split_groups;
-    return slices * 6 >= p.sm_count * kWgmmaOverDecodeFillSixths;
+    const int64_t tiles = ceil_div(p.M, int64_t{shape.block_m()}) * ceil_div(p.N, int64_t{shape.block_n});
+    const int64_t slices = tiles * shape.split_k * shape.split_groups;
+    return shape.consumers == 1 && slices * 6 >= p.sm_count * kWgmmaOverDecodeFillSixths;
   }
   return false;
 }
@@ -128,10 +131,11 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
                      std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
   if (sixteen_bit && weight_rows && M <= kDecodeMaxRows && sm >= kMmaMinSm) {
     if (small_enough_for_gemv(kGemvOverDecode, M, N, K)) return {"gemv", AutoRule::kGemv};
-    if (wgmma && wgmma_streams_big_weight(p)) return {"wgmma_sm90", AutoRule::kWgmmaBigWeight};
     const DecodePlan decode = plan_decode(p, p.sm_count);
-    if (!wgmma || decode.splits == 1) return {"decode_sm80", AutoRule::kDecodeSm80};
+    if (!wgmma) return {"decode_sm80", AutoRule::kDecodeSm80};
     if (decode_split_over_wgmma(p, decode)) return {"decode_sm80", AutoRule::kDecodeSplitRounds};
+    if (wgmma_streams_big_weight(p)) return {"wgmma_sm90", AutoRule::kWgmmaBigWeight};
+    if (decode.splits == 1) return {"decode_sm80", AutoRule::kDecodeSm80};
     return {"wgmma_sm90", AutoRule::kWgmmaDecode};
   }
   if (wgmma && decode_n_major_preferred(p, p.sm_count)) return {"decode_sm80", AutoRule::kDecodeNMajor};
@@ -195,9 +199,10 @@ const char* describe_auto_choice(AutoRule rule) {
       "across blocks and add the sums in a second kernel (but for the few rows of the rule "
       "above); wgmma_sm90's 64x128 tiles split K inside a cluster instead",
       "decode on compute capability 9.0 against a big weight: up to 8 bf16/fp16 rows of one weight "
-      "of at least 2^27 elements, or up to 16 rows of one of at least 2^26, whose 64-row tiles and "
-      "K slices under wgmma's plan fill at least 5/6 of the SMs: wgmma_sm90 streams the weight "
-      "faster than decode_sm80's 16-column warps (see kWgmmaOverDecode)",
+      "of at least 2^27 elements, or up to 16 rows of one of at least 2^26, read in aligned 16-byte "
+      "vectors, without row sums, whose 64-row tiles and K slices under wgmma's plan fill at least "
+      "5/6 of the SMs: wgmma_sm90 streams the weight faster than decode_sm80's 16-column warps "
+      "(see kWgmmaOverDecode)",
       "decode against an N-major B (dx = dy·W of a linear) on compute capability 9.0: up to 16 "
       "bf16/fp16 rows, K of at least 1024 and a weight of at least 6·2^20 elements, at most two "
       "64-column blocks a multiprocessor: "

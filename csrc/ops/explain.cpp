@@ -169,7 +169,7 @@ py::dict auto_kernel(int64_t M, int64_t N, int64_t K, const std::string& dtype_n
                      bool three_tf32, int64_t batch,
                      const std::optional<std::vector<int64_t>>& a_strides,
                      const std::optional<std::vector<int64_t>>& b_strides, int64_t a_address,
-                     int64_t b_address) {
+                     int64_t b_address, bool bias, bool row_sum) {
   const char* fn = "auto_kernel";
   check_extent(fn, "M", M);
   check_extent(fn, "N", N);
@@ -190,6 +190,10 @@ py::dict auto_kernel(int64_t M, int64_t N, int64_t K, const std::string& dtype_n
                         ? operand_strides(fn, "b_strides", b_strides, K, N, batch, true)
                         : Strides{b_stride_k, 1, batch > 1 ? K * b_stride_k : 0};
   set_operands(&p, a, b, a_address, b_address);
+  // The epilogue's extras as the ops pass them: wgmma's plan, which some rules ask, depends on them.
+  if (row_sum && bias) fail(fn, "no op takes both a bias and row sums");
+  if (bias) p.bias = at_address(kAlignedAddress), p.bias_stride = 1;
+  if (row_sum && N > 0) p.row_sum = const_cast<void*>(at_address(kAlignedAddress));
   p.sm_count = static_cast<int>(sm_count);
   const AutoChoice choice =
       choose_auto_kernel(p, allow_tf32, static_cast<int>(sm), sm90a, three_tf32);
@@ -250,7 +254,7 @@ void bind_plans(pybind11::module_& m) {
   m.def("auto_kernel", &auto_kernel, "M"_a, "N"_a, "K"_a, py::kw_only(), "dtype"_a, "sm"_a,
         "sm_count"_a = 132, "b_stride_k"_a = 1, "allow_tf32"_a = true, "sm90a"_a = true,
         "three_tf32"_a = false, "batch"_a = 1, "a_strides"_a = py::none(), "b_strides"_a = py::none(),
-        "a_address"_a = 0, "b_address"_a = 0,
+        "a_address"_a = 0, "b_address"_a = 0, "bias"_a = false, "row_sum"_a = false,
         "The kernel kernel='auto' takes for CUDA tensors, and why: {'kernel', 'reason'}. sm: the "
         "compute capability times 10; sm_count: its multiprocessors (default an H100's or H200's "
         "132); b_stride_k: B's stride along K (1: contiguous columns, a linear's weight; "
@@ -258,7 +262,8 @@ void bind_plans(pybind11::module_& m) {
         "precision '3xtf32' (torch_gemm.set_fp32_precision); batch: bmm's products, which "
         "3xTF32's count of tiles includes; a_strides / b_strides: the operands' tensor.stride() "
         "(b_strides replaces b_stride_k), a_address / b_address: their data_ptr(), for the decode "
-        "rules' 16-byte loads.");
+        "rules' 16-byte loads; bias, row_sum: linear_tiled's bias or mm_tiled_row_sum's sums, as "
+        "wgmma's plan, which auto consults, takes them.");
   m.def("decode_n_major_plan", &decode_n_major_plan, "M"_a, "N"_a, "K"_a, py::kw_only(), "dtype"_a,
         "sm_count"_a = 132, "batch"_a = 1, "clusters"_a = true, "cluster"_a = py::none(),
         "a_strides"_a = py::none(), "b_strides"_a = py::none(), "a_address"_a = 0, "b_address"_a = 0,
