@@ -70,6 +70,14 @@ void set_operands(GemmParams* p, const Strides& a, const Strides& b, int64_t a_a
   p->b_stride_batch = b.batch;
 }
 
+// p's bias or row sums, as linear_tiled and mm_tiled_row_sum pass them (wgmma's plan depends on
+// them): present or not, never both.
+void set_epilogue_extras(const char* fn, GemmParams* p, bool bias, bool row_sum) {
+  if (row_sum && bias) fail(fn, "no op takes both a bias and row sums");
+  if (bias) p->bias = at_address(kAlignedAddress), p->bias_stride = 1;
+  if (row_sum && p->N > 0) p->row_sum = const_cast<void*>(at_address(kAlignedAddress));
+}
+
 py::dict describe_operand(const sm90::OperandPlan& op) {
   py::dict d;
   d["k_major"] = op.k_major;
@@ -100,7 +108,6 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
   }
   const DType dtype = parse_dtype(fn, dtype_name);
   if (dtype == DType::kFloat64) fail(fn, "wgmma_sm90 takes bfloat16, float16 and float32 (as tf32)");
-  if (row_sum && bias) fail(fn, "no op takes both a bias and row sums");
   if (three_tf32 && dtype != DType::kFloat32) fail(fn, "three_tf32 takes float32 only");
 
   GemmParams p;
@@ -111,8 +118,7 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
   // C as the ops allocate it: contiguous, aligned.
   p.c = const_cast<void*>(at_address(kAlignedAddress));
   p.c_stride_m = N, p.c_stride_n = 1, p.c_stride_batch = M * N;
-  if (bias) p.bias = at_address(kAlignedAddress), p.bias_stride = 1;
-  if (row_sum && N > 0) p.row_sum = const_cast<void*>(at_address(kAlignedAddress));
+  set_epilogue_extras(fn, &p, bias, row_sum);
   p.sm_count = static_cast<int>(sm_count);
   // wgmma_sm90_3xtf32: the product over its split operands, laid out as its launcher lays them.
   if (three_tf32) {
@@ -190,10 +196,7 @@ py::dict auto_kernel(int64_t M, int64_t N, int64_t K, const std::string& dtype_n
                         ? operand_strides(fn, "b_strides", b_strides, K, N, batch, true)
                         : Strides{b_stride_k, 1, batch > 1 ? K * b_stride_k : 0};
   set_operands(&p, a, b, a_address, b_address);
-  // The epilogue's extras as the ops pass them: wgmma's plan, which some rules ask, depends on them.
-  if (row_sum && bias) fail(fn, "no op takes both a bias and row sums");
-  if (bias) p.bias = at_address(kAlignedAddress), p.bias_stride = 1;
-  if (row_sum && N > 0) p.row_sum = const_cast<void*>(at_address(kAlignedAddress));
+  set_epilogue_extras(fn, &p, bias, row_sum);  // some rules ask wgmma's plan
   p.sm_count = static_cast<int>(sm_count);
   const AutoChoice choice =
       choose_auto_kernel(p, allow_tf32, static_cast<int>(sm), sm90a, three_tf32);
