@@ -92,12 +92,15 @@ def test_explain_follows_the_setting():
 
 @pytest.mark.parametrize("K", [3, 5, 4096])
 def test_explain_reads_the_split_operands_in_place(K):
-    """The split rows are 3·K padded to 16 bytes, which TMA reads as they are: no repack in the
-    plan, whatever K (3·K·4 bytes is not a multiple of 16 for odd K)."""
+    """The split rows are two segments of K rounded up to a k-tile (32 floats), which TMA reads as
+    they are: no repack in the plan, whatever K (K·4 bytes is not a multiple of 16 for odd K); the
+    product runs over three segments."""
     a, b = torch.empty(512, K, device="meta"), torch.empty(K, 384, device="meta")
     with torch_gemm.fp32_precision("3xtf32"):
         plan = torch_gemm.explain(a, b, kernel="wgmma_sm90_3xtf32", sm=90, sm_count=132, allow_tf32=False)["plan"]
     assert not plan["a"]["repack"] and not plan["b"]["repack"] and plan["workspace_bytes"] == 0
+    segment = -(-K // 32) * 32
+    assert plan["K"] == 3 * segment
 
 
 @pytest.mark.parametrize("M, N, tile", [(4096, 4096, (128, 128)), (8192, 4096, (128, 128)), (64, 4096, (64, 128)),

@@ -56,7 +56,7 @@ int64_t gemm_wgmma_sm90_workspace_bytes(const GemmParams& params);
 
 // float32 at float32's accuracy on wgmma_sm90's TF32 tensor cores (3xTF32): each operand split
 // once into TF32 big and small parts in gemm_wgmma_sm90_3xtf32_workspace_bytes of workspace, the
-// three products big·big + big·small + small·big run as one TF32 product over 3·K.
+// three products big·big + big·small + small·big run as one TF32 product over three K-segments.
 LaunchStatus launch_gemm_wgmma_sm90_3xtf32(const GemmParams& params, cudaStream_t stream);
 int64_t gemm_wgmma_sm90_3xtf32_workspace_bytes(const GemmParams& params);
 

@@ -501,6 +501,11 @@ WgmmaPlan plan_wgmma(const GemmParams& p) {
                  plan_operand(p.b, p.N, p.K, p.batch, p.b_stride_n, p.b_stride_k,
                               batched ? p.b_stride_batch : 0, element_bytes, b_k_major_only),
                  plan_row_sum(p), 0};
+  if (p.tf32_promoted) {
+    // 3xTF32's split rows hold two of the product's three K-segments (plan_3xtf32): the tensor
+    // maps span those, and the producer maps each phase's k-tiles into them.
+    plan.a.extent_k = plan.b.extent_k = 2 * (p.K / 3);
+  }
   plan.b.workspace_offset = plan.a.workspace_bytes;
   plan.row_sum.partials_offset = plan.b.workspace_offset + plan.b.workspace_bytes;
   plan.workspace_bytes = plan.row_sum.partials_offset + plan.row_sum.partials_bytes;
@@ -1189,13 +1194,14 @@ WgmmaPlan plan_product(const GemmParams& p, const Shape& shape, const Overrides&
 
 ThreeTf32Plan plan_3xtf32(const GemmParams& p, char* base) {
   ThreeTf32Plan plan;
-  plan.ld = round_up(std::max<int64_t>(3 * p.K, 1), F::kTmaAlignBytes / int64_t{sizeof(float)});
+  plan.segment = round_up(p.K, F::kKTileBytes / int64_t{sizeof(float)});
+  plan.ld = std::max<int64_t>(2 * plan.segment, F::kTmaAlignBytes / int64_t{sizeof(float)});
   const int64_t row_bytes = plan.ld * int64_t{sizeof(float)};
   plan.a_bytes = round_up(p.batch * p.M * row_bytes, F::kWorkspaceAlignBytes);
   plan.b_bytes = round_up(p.batch * p.N * row_bytes, F::kWorkspaceAlignBytes);
   GemmParams& q = plan.inner;
   q = p;
-  q.K = 3 * p.K;
+  q.K = 3 * plan.segment;
   q.a = base, q.a_stride_m = plan.ld, q.a_stride_k = 1;
   q.a_stride_batch = p.batch > 1 ? p.M * plan.ld : 0;
   q.b = base + plan.a_bytes, q.b_stride_n = plan.ld, q.b_stride_k = 1;

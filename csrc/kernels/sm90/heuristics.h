@@ -217,11 +217,13 @@ bool tma_store_ok(const GemmParams& p);
 WgmmaPlan plan_product(const GemmParams& p, const Shape& shape, const Overrides& o);
 
 // wgmma_sm90_3xtf32's layout: the split operands' place in the workspace (dense K-major rows of
-// three K-long segments, ld floats a row, padded to TMA's 16 bytes) and the TF32 product over
-// them (K tripled, GemmParams::tf32_promoted) that wgmma_sm90 runs, its own workspace after
-// them. `base`: the workspace (any kWorkspaceAlignBytes-aligned address when only sizing).
+// two segments, each K rounded up to a k-tile and zero past K: A's big and small parts, B's small
+// and big, ld floats a row) and the TF32 product over three segments (GemmParams::tf32_promoted:
+// big·small, small·big, big·big, K = 3·segment) that wgmma_sm90 runs, reading A's first and B's
+// second segment twice; its own workspace after them. `base`: the workspace (any
+// kWorkspaceAlignBytes-aligned address when only sizing).
 struct ThreeTf32Plan {
-  int64_t ld = 0, a_bytes = 0, b_bytes = 0;
+  int64_t segment = 0, ld = 0, a_bytes = 0, b_bytes = 0;
   GemmParams inner;
 };
 ThreeTf32Plan plan_3xtf32(const GemmParams& caller, char* base);

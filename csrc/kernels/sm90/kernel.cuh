@@ -84,7 +84,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
                 "stream-K: unsplit tiles, not 3xTF32's promoted ones; tf32's one-consumer 64×256 "
                 "tiles unpaired (one row of them)");
   const Producer<Config, kKMajorA, kKMajorB, kClusterM> producer{
-      sA, sB, full, empty, &map_a, &map_b, schedule.rank};
+      sA, sB, full, empty, &map_a, &map_b, schedule.rank, p.cross_k_tiles / 2};
   const BiasRow<T, Config> bias{sBias, bias_full, bias_empty};
 
   // The first tile's first k-tiles leave from here, not from the producer loop, which thread 0

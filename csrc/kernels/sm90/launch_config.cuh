@@ -367,7 +367,8 @@ struct ConfigLauncher {
       if (!status.ok()) return status;
     }
     if (ops.row_sum.fused) wp.row_sum = sums;
-    // The inner product of 3xTF32 runs over 3·K: two K-long segments of cross terms, then big·big.
+    // 3xTF32's inner product runs over three segments (plan_3xtf32): two of cross terms, then
+    // big·big.
     if (p.tf32_promoted) wp.cross_k_tiles = static_cast<int>(2 * (p.K / 3) / Config::kBlockK);
     wp.split_groups = plan.shape.split_groups;
     if (ops.stream_k_bytes > 0) {

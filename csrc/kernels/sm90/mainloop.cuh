@@ -57,6 +57,21 @@ struct Producer {
   const CUtensorMap* map_a;
   const CUtensorMap* map_b;
   uint32_t rank;      // the block's tile of the pair
+  // 3xTF32 (Config::kPromoted): k-tiles of a segment of its split operands (plan_3xtf32), A's
+  // rows (big, small) and B's (small, big), which the product's three phases read as (big, small),
+  // (small, big) and (big, big).
+  int segment_k_tiles;
+
+  // The k-tile of A's and B's rows that the product's k-tile kt reads.
+  __device__ __forceinline__ void source_k_tiles(int kt, int* kt_a, int* kt_b) const {
+    if constexpr (Config::kPromoted) {
+      const int phase = kt / segment_k_tiles, within = kt - phase * segment_k_tiles;
+      *kt_a = phase == 1 ? segment_k_tiles + within : within;
+      *kt_b = phase == 0 ? within : segment_k_tiles + within;
+    } else {
+      *kt_a = *kt_b = kt;
+    }
+  }
 
   // A K-major B's rows a block multicasts.
   static constexpr int kSliceN = Config::kBlockN / kClusterM;
@@ -74,7 +89,9 @@ struct Producer {
     mbarrier_expect_tx(&full[stage], kStageBytes);
     unsigned char* a = sA + stage * Config::kStageBytesA;
     unsigned char* b = sB + stage * Config::kStageBytesB;
-    const int k0 = kt * Config::kBlockK;
+    int kt_a, kt_b;
+    source_k_tiles(kt, &kt_a, &kt_b);
+    const int k0 = kt_a * Config::kBlockK;
     if constexpr (kKMajorA) {
       tma_load(a, map_a, &full[stage], k0, m0, z);  // (kBlockM rows, one row of K)
     } else {
@@ -84,6 +101,7 @@ struct Producer {
                  z);
       }
     }
+    const int k0_b = kt_b * Config::kBlockK;
     const bool multicast = kClusterM > 1 && !whole_b;
 #pragma unroll
     for (int r = 0; r < kClusterM; ++r) {
@@ -93,9 +111,9 @@ struct Producer {
         // (kSliceN rows, one row of K): rows slice .. slice + kSliceN of the (kBlockN, K) tile.
         unsigned char* dst = b + slice * Config::kSwizzleBytes;
         if (multicast) {
-          tma_load_multicast(dst, map_b, &full[stage], kClusterMask, k0, n0 + slice, z);
+          tma_load_multicast(dst, map_b, &full[stage], kClusterMask, k0_b, n0 + slice, z);
         } else {
-          tma_load(dst, map_b, &full[stage], k0, n0 + slice, z);
+          tma_load(dst, map_b, &full[stage], k0_b, n0 + slice, z);
         }
       } else {
 #pragma unroll
@@ -105,9 +123,9 @@ struct Producer {
           unsigned char* dst = b + box * Config::kMNBoxBytes;
           if (multicast) {
             tma_load_multicast(dst, map_b, &full[stage], kClusterMask, n0 + box * Config::kMNBox,
-                               k0, z);
+                               k0_b, z);
           } else {
-            tma_load(dst, map_b, &full[stage], n0 + box * Config::kMNBox, k0, z);
+            tma_load(dst, map_b, &full[stage], n0 + box * Config::kMNBox, k0_b, z);
           }
         }
       }
@@ -261,8 +279,8 @@ class Consumer {
   // though, so their waits and adds tend to coincide and leave the tensor cores idle; the k-tiles
   // of cross terms alone (WgmmaParams::cross_k_tiles), 2/3 of K, therefore run first and
   // pipelined like run_accumulating's, summed straight into `group` (from zero, not into d, which
-  // may hold a bias), then added to d once: their truncation is against the cross terms' own sum,
-  // about 2^-11 of the result's.
+  // may hold a bias), then added to d once (add_finite): their truncation is against the cross
+  // terms' own sum, about 2^-11 of the result's.
   static constexpr int kPromoteGroup = 8;
 
   template <typename PrepareNext, typename EachKTile>
@@ -299,7 +317,7 @@ class Consumer {
       wgmma_wait<0>();
       fence_accumulators(group);
       release(previous);
-      add_promoted(d, group);
+      add_finite(d, group);
 #pragma unroll
       for (int i = 0; i < Config::kAccumulators; ++i) group[i] = 0.0f;
     }
@@ -338,6 +356,17 @@ class Consumer {
                                                       const float (&sums)[Config::kAccumulators]) {
 #pragma unroll
     for (int i = 0; i < Config::kAccumulators; ++i) d[i] += sums[i];
+  }
+
+  // The cross terms' sum, where finite. The split keeps an Inf's or NaN's big part (A's segment of
+  // big parts serves both big·small and big·big), so a cross sum it reaches may be NaN or an Inf
+  // of either sign where torch.mm's is an Inf; such a sum is dropped, and big·big carries the Inf
+  // or NaN into d as torch.mm's product would. Finite operands' cross sums are about 2^-11 of
+  // big·big's and do not overflow where it does not.
+  __device__ __forceinline__ static void add_finite(float (&d)[Config::kAccumulators],
+                                                    const float (&cross)[Config::kAccumulators]) {
+#pragma unroll
+    for (int i = 0; i < Config::kAccumulators; ++i) d[i] += isfinite(cross[i]) ? cross[i] : 0.0f;
   }
 
   // Per wgmma: a K-major tile advances 32 bytes along its 128-byte rows, an MN-major one

@@ -1,8 +1,8 @@
 // wgmma_sm90_3xtf32: float32 products at float32's accuracy on the TF32 tensor cores. One pass
 // splits each operand element x once into big = tf32(x) and small = tf32(x − big); the product
-// A_big·B_big + A_big·B_small + A_small·B_big then runs as one TF32 product over 3·K on wgmma_sm90's
-// promoted tiles: the cross terms summed on the tensor cores, big·big's k-tile sums added in fp32
-// (GemmParams::tf32_promoted).
+// A_big·B_big + A_big·B_small + A_small·B_big then runs as one TF32 product over three K-segments
+// on wgmma_sm90's promoted tiles: the cross terms summed on the tensor cores, big·big's k-tile sums
+// added in fp32 (GemmParams::tf32_promoted).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,24 +23,21 @@ using sm90::KernelFacts;
 using sm90::ThreeTf32Plan;
 using sm90::plan_3xtf32;
 
-constexpr int kSplitTile = 32;       // a block splits a 32×32 tile of an operand
-constexpr int kSplitRowsAtOnce = 8;  // threads along the tile's rows (each takes 4)
-
-// One operand as (batch, X, K), X being M for A and N for B, split into a dense K-major copy of
-// three K-long segments a row, X·ld floats a batch element. Segment order: A's (big where x is
-// finite else 0, small, big), B's (small, big where finite else 0, big), so that the product over
-// 3·K is big·small + small·big + big·big, and an Inf or NaN enters through big·big only (a cross
-// term of Inf and a zero small part would be NaN where torch.mm gives Inf). The small cross terms
-// come first and fill the first 2·K of the product's K, which the promoted tiles sum on the tensor
+// One operand as (batch, X, K), X being M for A and N for B, split into dense K-major rows of two
+// segments of `segment` floats (K rounded up to a k-tile, zeros past K), X·ld floats a batch
+// element: A's rows (big, small), B's (small, big). The product reads them as three phases
+// (sm90::Producer::source_k_tiles): big·small, small·big, then big·big. The cross terms come first
+// and fill the first two thirds of the product's K, which the promoted tiles sum on the tensor
 // cores apart from d (WgmmaParams::cross_k_tiles): their truncation is then against their own
-// small sum.
+// small sum. An Inf or NaN keeps its big part (and a small part of 0), so that big·big carries it
+// as torch.mm's product would; the cross terms it reaches are left out (Consumer::add_finite).
 struct SplitOperand {
   const float* src;
   int64_t stride_x, stride_k, stride_batch;
   float* dst;
-  int64_t ld, dst_stride_batch;
+  int64_t ld, segment, dst_stride_batch;
   int64_t extent_x, K;
-  bool a_order;
+  bool big_first;  // A's order; B's is (small, big)
 };
 
 // tf32(x), rounded to nearest; where that rounds a finite x past float's range (|x| within half a
@@ -51,49 +48,139 @@ __device__ __forceinline__ float tf32_big(float x) {
   return rounded;
 }
 
-__global__ void __launch_bounds__(kSplitTile * kSplitRowsAtOnce)
-    torch_gemm_split_3xtf32_kernel(SplitOperand s, int64_t first_batch) {
-  __shared__ float tile[kSplitTile][kSplitTile + 1];  // [x][k], padded: conflict-free columns
+// Four consecutive elements of a row, split, stored as one 16-byte vector into each segment.
+__device__ __forceinline__ void store_split(const SplitOperand& s, float* row, int64_t k,
+                                            const float4& v) {
+  const float x[4] = {v.x, v.y, v.z, v.w};
+  float big[4], small[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    big[j] = tf32_big(x[j]);
+    small[j] = isfinite(x[j]) ? round_to_tf32(x[j] - big[j]) : 0.0f;
+  }
+  const float4 big4 = make_float4(big[0], big[1], big[2], big[3]);
+  const float4 small4 = make_float4(small[0], small[1], small[2], small[3]);
+  *reinterpret_cast<float4*>(row + k) = s.big_first ? big4 : small4;
+  *reinterpret_cast<float4*>(row + s.segment + k) = s.big_first ? small4 : big4;
+}
+
+// A K-major operand (unit K stride): rows of kRowThreads threads, each taking up to
+// kQuadsPerThread groups of four elements, kRowThreads apart so that a warp's loads and stores
+// are contiguous. kVector: the source rows are 16-byte aligned, read as vectors.
+constexpr int kSplitThreads = 256;
+constexpr int kQuadsPerThread = 4;  // loads in flight before the stores
+
+template <bool kVector>
+__global__ void __launch_bounds__(kSplitThreads)
+    torch_gemm_split_3xtf32_rows_kernel(SplitOperand s, int64_t first_batch) {
   const int64_t z = first_batch + blockIdx.z;
-  const int64_t x0 = static_cast<int64_t>(blockIdx.x) * kSplitTile;
+  const int64_t x = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (x >= s.extent_x) return;
+  const float* src = s.src + z * s.stride_batch + x * s.stride_x;
+  float* row = s.dst + z * s.dst_stride_batch + x * s.ld;
+  const int64_t quads = s.segment / 4;
+  const int64_t chunk = static_cast<int64_t>(blockDim.x) * kQuadsPerThread;
+  for (int64_t q0 = static_cast<int64_t>(blockIdx.y) * chunk + threadIdx.x; q0 < quads;
+       q0 += static_cast<int64_t>(gridDim.y) * chunk) {
+    float4 v[kQuadsPerThread];
+#pragma unroll
+    for (int i = 0; i < kQuadsPerThread; ++i) {
+      const int64_t k = 4 * (q0 + static_cast<int64_t>(i) * blockDim.x);
+      if (kVector && k + 3 < s.K) {
+        v[i] = *reinterpret_cast<const float4*>(src + k);
+      } else {
+        v[i].x = k < s.K ? src[k] : 0.0f;
+        v[i].y = k + 1 < s.K ? src[k + 1] : 0.0f;
+        v[i].z = k + 2 < s.K ? src[k + 2] : 0.0f;
+        v[i].w = k + 3 < s.K ? src[k + 3] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kQuadsPerThread; ++i) {
+      const int64_t q = q0 + static_cast<int64_t>(i) * blockDim.x;
+      if (q < quads) store_split(s, row, 4 * q, v[i]);
+    }
+  }
+}
+
+// Any other operand (an X-major one, unit X stride, above all): tiles of kTileK × kTileX through
+// shared memory, each thread's kTileK · kTileX / kSplitThreads loads issued before any store
+// (bytes in flight: the copy is bound by DRAM's latency), read with the warp's lanes along X and
+// written as 16-byte vectors along K, eight lanes a 128-byte row. The padding makes both
+// conflict-free: lane (row r, quad q) reads column r at rows 4q.., banks 4q + r + j.
+constexpr int kTileK = 64, kTileX = 64;
+constexpr int kQuadsPerLine = 8;  // a 128-byte line of a segment's row
+
+__global__ void __launch_bounds__(kSplitThreads, 4)
+    torch_gemm_split_3xtf32_tiles_kernel(SplitOperand s, int64_t first_batch) {
+  __shared__ float tile[kTileK][kTileX + 1];
+  const int64_t z = first_batch + blockIdx.z;
+  const int64_t x0 = static_cast<int64_t>(blockIdx.x) * kTileX;
   const float* src = s.src + z * s.stride_batch;
   float* dst = s.dst + z * s.dst_stride_batch;
-  // Lanes run along the operand's unit stride, so that a warp's loads are coalesced either way.
-  const bool k_unit = s.stride_k == 1 || s.K <= 1;
-  // X's tiles on grid x (up to 2^31 − 1 blocks), K's on grid y, stepping past its 65535.
-  for (int64_t k0 = static_cast<int64_t>(blockIdx.y) * kSplitTile; k0 < s.K;
-       k0 += static_cast<int64_t>(gridDim.y) * kSplitTile) {
+  constexpr int kLines = kTileK / (4 * kQuadsPerLine);  // 128-byte lines of K a row of the tile
+  static_assert(kSplitThreads % kTileX == 0 && kTileK % (kSplitThreads / kTileX) == 0 &&
+                    kLines * kTileX * kQuadsPerLine % kSplitThreads == 0,
+                "every thread takes as many elements");
+  for (int64_t k0 = static_cast<int64_t>(blockIdx.y) * kTileK; k0 < s.segment;
+       k0 += static_cast<int64_t>(gridDim.y) * kTileK) {
     __syncthreads();  // the previous k0's reads of the tile are done
-    for (int i = threadIdx.y; i < kSplitTile; i += kSplitRowsAtOnce) {
-      const int xl = k_unit ? i : threadIdx.x, kl = k_unit ? threadIdx.x : i;
-      const int64_t x = x0 + xl, k = k0 + kl;
-      tile[xl][kl] = x < s.extent_x && k < s.K ? src[x * s.stride_x + k * s.stride_k] : 0.0f;
+    {
+      // This thread's column of the tile, every kRowsAtOnce-th row.
+      constexpr int kRowsAtOnce = kSplitThreads / kTileX;
+      const int xl = static_cast<int>(threadIdx.x) % kTileX;
+      const int kl0 = static_cast<int>(threadIdx.x) / kTileX;
+      const bool x_in = x0 + xl < s.extent_x;
+      const float* from = src + (x0 + xl) * s.stride_x + (k0 + kl0) * s.stride_k;
+      const int64_t step = kRowsAtOnce * s.stride_k;
+#pragma unroll
+      for (int e = 0; e < kTileK / kRowsAtOnce; ++e) {
+        const bool in = x_in && k0 + kl0 + e * kRowsAtOnce < s.K;
+        tile[kl0 + e * kRowsAtOnce][xl] = in ? from[e * step] : 0.0f;
+      }
     }
     __syncthreads();
-    for (int i = threadIdx.y; i < kSplitTile; i += kSplitRowsAtOnce) {
-      const int64_t x = x0 + i, k = k0 + threadIdx.x;
-      if (x >= s.extent_x || k >= s.K) continue;
-      const float v = tile[i][threadIdx.x];
-      const bool finite = isfinite(v);
-      const float big = tf32_big(v);
-      const float small = finite ? round_to_tf32(v - big) : 0.0f;
-      const float big_finite = finite ? big : 0.0f;
-      float* out = dst + x * s.ld + k;
-      out[0] = s.a_order ? big_finite : small;
-      out[s.K] = s.a_order ? small : big_finite;
-      out[2 * s.K] = big;
+#pragma unroll
+    for (int e = 0; e < kLines * kTileX * kQuadsPerLine / kSplitThreads; ++e) {
+      const int i = static_cast<int>(threadIdx.x) + e * kSplitThreads;
+      const int ql = i % kQuadsPerLine, xl = i / kQuadsPerLine % kTileX;
+      const int kq = 4 * (i / (kQuadsPerLine * kTileX) * kQuadsPerLine + ql);  // k within the tile
+      const int64_t x = x0 + xl, k = k0 + kq;
+      if (x >= s.extent_x || k >= s.segment) continue;
+      const float4 v = make_float4(tile[kq][xl], tile[kq + 1][xl], tile[kq + 2][xl],
+                                   tile[kq + 3][xl]);
+      store_split(s, dst + x * s.ld, k, v);
     }
   }
 }
 
 LaunchStatus launch_split(const SplitOperand& s, int64_t batch, cudaStream_t stream) {
-  if (s.extent_x == 0 || s.K == 0) return {};
-  const dim3 block(kSplitTile, kSplitRowsAtOnce);
+  if (s.extent_x == 0 || s.segment == 0) return {};
+  const auto aligned = [](int64_t stride) { return stride % 4 == 0; };
+  const bool k_unit = s.stride_k == 1 || s.K <= 1;
+  const bool vector = k_unit && reinterpret_cast<uintptr_t>(s.src) % 16 == 0 &&
+                      (aligned(s.stride_x) || s.extent_x <= 1) &&
+                      (aligned(s.stride_batch) || batch <= 1);
   for (int64_t first = 0; first < batch; first += kMaxGridZ) {
-    const dim3 grid(static_cast<unsigned>(ceil_div(s.extent_x, kSplitTile)),
-                    grid_y_for(ceil_div(s.K, kSplitTile)),
-                    static_cast<unsigned>(std::min<int64_t>(batch - first, kMaxGridZ)));
-    torch_gemm_split_3xtf32_kernel<<<grid, block, 0, stream>>>(s, first);
+    const unsigned chunk_z = static_cast<unsigned>(std::min<int64_t>(batch - first, kMaxGridZ));
+    if (k_unit) {
+      // A row's quads on threadIdx.x (up to kSplitThreads, a power of two), rows on threadIdx.y.
+      const int64_t quads = s.segment / 4;
+      int row_threads = 8;  // a segment is whole k-tiles: 8 quads or more
+      while (row_threads < kSplitThreads && row_threads < quads) row_threads *= 2;
+      const dim3 block(row_threads, kSplitThreads / row_threads);
+      const dim3 grid(static_cast<unsigned>(ceil_div(s.extent_x, block.y)),
+                      grid_y_for(ceil_div(quads, int64_t{row_threads} * kQuadsPerThread)), chunk_z);
+      if (vector) {
+        torch_gemm_split_3xtf32_rows_kernel<true><<<grid, block, 0, stream>>>(s, first);
+      } else {
+        torch_gemm_split_3xtf32_rows_kernel<false><<<grid, block, 0, stream>>>(s, first);
+      }
+    } else {
+      const dim3 grid(static_cast<unsigned>(ceil_div(s.extent_x, kTileX)),
+                      grid_y_for(ceil_div(s.segment, kTileK)), chunk_z);
+      torch_gemm_split_3xtf32_tiles_kernel<<<grid, kSplitThreads, 0, stream>>>(s, first);
+    }
     const LaunchStatus status = check_launch("torch_gemm_split_3xtf32_kernel");
     if (!status.ok()) return status;
   }
@@ -115,9 +202,9 @@ LaunchStatus launch_gemm_wgmma_sm90_3xtf32(const GemmParams& params, cudaStream_
     return refuse("this rung takes float32 only (bf16/fp16 run on wgmma_sm90 directly)");
   }
   if (params.M == 0 || params.N == 0 || params.batch == 0) return {};
-  if (3 * params.K > INT_MAX) return refuse("3·K past 32 bits");
   if (params.workspace == nullptr) return refuse("no workspace for the split operands");
   const ThreeTf32Plan plan = plan_3xtf32(params, static_cast<char*>(params.workspace));
+  if (plan.inner.K > INT_MAX) return refuse("3·K past 32 bits");
   // The split operands' part; wgmma_sm90's launcher checks its own, after them.
   if (params.workspace_bytes < plan.a_bytes + plan.b_bytes) {
     return refuse("workspace of " + std::to_string(params.workspace_bytes) + " bytes, the split needs " +
@@ -127,10 +214,12 @@ LaunchStatus launch_gemm_wgmma_sm90_3xtf32(const GemmParams& params, cudaStream_
   const bool batched = params.batch > 1;
   const SplitOperand a{static_cast<const float*>(params.a), params.a_stride_m, params.a_stride_k,
                        batched ? params.a_stride_batch : 0, static_cast<float*>(const_cast<void*>(q.a)),
-                       plan.ld, q.a_stride_batch, params.M, params.K, /*a_order=*/true};
+                       plan.ld, plan.segment, q.a_stride_batch, params.M, params.K,
+                       /*big_first=*/true};
   const SplitOperand b{static_cast<const float*>(params.b), params.b_stride_n, params.b_stride_k,
                        batched ? params.b_stride_batch : 0, static_cast<float*>(const_cast<void*>(q.b)),
-                       plan.ld, q.b_stride_batch, params.N, params.K, /*a_order=*/false};
+                       plan.ld, plan.segment, q.b_stride_batch, params.N, params.K,
+                       /*big_first=*/false};
   LaunchStatus status = launch_split(a, params.batch, stream);
   if (!status.ok()) return status;
   status = launch_split(b, params.batch, stream);
