@@ -1367,11 +1367,14 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (33, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 of them
     (32, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # tf32 decode: up to 16 rows, then
     (17, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 64x256 tiles split in 4
-    (16, 4096, 4096, FP32, 90, True, 1, "decode_sm80"),
+    (16, 1024, 4096, FP32, 90, True, 1, "decode_sm80"),
+    (16, 2560, 2560, FP32, 90, True, 1, "wgmma_sm90"),    # from 9 rows: at most 1024 columns
+    (16, 4096, 4096, FP32, 90, True, 1, "wgmma_sm90"),
+    (9, 3072, 3072, FP32, 90, True, 1, "wgmma_sm90"),
     (3, 4096, 4096, FP32, 90, True, 1, "decode_sm80"),
-    (16, 4096, 8192, FP32, 90, True, 1, "decode_sm80"),
+    (16, 1024, 8192, FP32, 90, True, 1, "decode_sm80"),
     (16, 4096, 11008, FP32, 90, True, 1, "wgmma_sm90"),   # a longer K: split 64x256 tiles
-    (16, 5120, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # from 9 rows: at most 4096 columns
+    (16, 5120, 4096, FP32, 90, True, 1, "wgmma_sm90"),
     (8, 5120, 4096, FP32, 90, True, 1, "decode_sm80"),    # up to 8 rows: at most 8192
     (8, 8192, 8192, FP32, 90, True, 1, "decode_sm80"),
     (8, 11008, 4096, FP32, 90, True, 1, "wgmma_sm90"),
@@ -1385,9 +1388,9 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (4, 1024, 4096, FP32, 90, True, 1, "gemv"),           # small weights: gemv's one launch
     (8, 512, 2048, FP32, 90, True, 1, "gemv"),
     (8, 1024, 4096, FP32, 90, True, 1, "decode_sm80"),
-    (16, 4096, 4096, FP32, 90, True, 4096, "multistage"), # B's columns not contiguous
-    (16, 4096, 4096, FP32, 80, True, 1, "multistage"),    # tf32 decode measured on sm_90 only
-    (16, 4096, 4096, FP32, 90, False, 1, "multistage"),   # TF32 off
+    (16, 1024, 4096, FP32, 90, True, 4096, "multistage"), # B's columns not contiguous
+    (16, 1024, 4096, FP32, 80, True, 1, "multistage"),    # tf32 decode measured on sm_90 only
+    (16, 1024, 4096, FP32, 90, False, 1, "multistage"),   # TF32 off
     (64, 2048, 256, FP32, 90, True, 1, "multistage"),     # 8, too short a K to split: the CUDA cores
     (64, 2048, 2048, FP32, 90, True, 1, "wgmma_sm90"),    # 8 tiles split in 8
     (96, 2048, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 tiles of 64x256 split in 4

@@ -86,11 +86,14 @@ constexpr int64_t kWgmmaOverDecodeFillSixths = 5;
 // weights, and past 16 rows, wgmma's 64x256 tiles split along K ran faster (16 rows against
 // 13824x4096: 0.80 against 1.09; 32 rows of 6144x6144: 0.79 against 0.96). gemv keeps two rows
 // (any weight, in float32) and the small weights of kGemvOverDecodeTf32 (benchmarks/NOTES.md,
-// session 32).
+// session 32). From 9 rows (decode_sm80's 16-row token tile) only up to 1024 columns: at 16 rows
+// against 2048-3072 columns wgmma's 64x128 tiles split in 4 ran 1.01-1.27x torch where
+// decode_sm80 ran 0.92-1.14x (session 57; against 4096 columns wgmma was 0.97-0.99x and
+// decode_sm80 0.90-1.07x, about even).
 struct Tf32DecodeBound {
   int64_t rows, max_n, max_k;
 };
-constexpr Tf32DecodeBound kTf32DecodeBounds[] = {{8, 8192, 8192}, {16, 4096, 8192}};
+constexpr Tf32DecodeBound kTf32DecodeBounds[] = {{8, 8192, 8192}, {16, 1024, 8192}};
 // Past those bounds, decode_sm80 still takes up to this many rows where wgmma's plan would not
 // take them either (too short a K to split few column tiles): the CUDA cores were slower still
 // (0.26-0.6 of torch at 33-64 rows, sessions 25 and 31).
