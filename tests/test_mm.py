@@ -742,15 +742,15 @@ def test_wgmma_forced_wide_split():
                           LAYOUTS, {"TORCH_GEMM_WGMMA_SHAPE": "2x2"})
 
 
-# tf32 with few rows against a weight: decode_sm80's tf32 tiles from 3 to 16 rows against weights
-# of moderate size (gemv for two rows and small weights), wgmma_sm90 past 16 rows or against
-# larger weights (and the CUDA cores with TF32 off; with too few column tiles for wgmma and too
+# tf32 with few rows against a weight: decode_sm80's tf32 tiles from 3 to 8 rows against weights
+# of moderate size, to 16 rows against up to 1024 columns (gemv for two rows and small weights),
+# wgmma_sm90 past 16 rows or against larger weights (and the CUDA cores with TF32 off; with too few column tiles for wgmma and too
 # short a K to split, decode_sm80 up to 32 rows, the CUDA cores past them); an odd K, at TF32's
 # bound.
 @requires_cuda
 @pytest.mark.parametrize("M, N, kernel", [
-    (2, 4100, "gemv"), (3, 4100, "gemv"), (8, 4100, "decode_sm80"), (16, 4000, "decode_sm80"),
-    (16, 4100, "wgmma_sm90"), (32, 4100, "wgmma_sm90"), (16, 16400, "wgmma_sm90"), (33, 4100, "wgmma_sm90"),
+    (2, 4100, "gemv"), (3, 4100, "gemv"), (8, 4100, "decode_sm80"), (16, 1000, "decode_sm80"),
+    (16, 4000, "wgmma_sm90"), (16, 4100, "wgmma_sm90"), (32, 4100, "wgmma_sm90"), (16, 16400, "wgmma_sm90"), (33, 4100, "wgmma_sm90"),
     (64, 4100, "wgmma_sm90"), (127, 4100, "wgmma_sm90"),
 ])
 def test_tf32_few_rows_against_a_weight(M, N, kernel):
