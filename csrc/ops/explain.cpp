@@ -253,7 +253,7 @@ void bind_plans(pybind11::module_& m) {
         "shape, cluster, stream_k, max_clusters, store, tf32_plan: the values of "
         "TORCH_GEMM_WGMMA_SHAPE, _CLUSTER, _STREAM_K, _MAX_CLUSTERS, _STORE and _TF32_PLAN (None: "
         "unset); three_tf32: the plan of wgmma_sm90_3xtf32's "
-        "inner product (float32 split into TF32 parts over 3K, on its promoted tiles).");
+        "inner product (float32 split into TF32 parts, over three K-long segments, on its promoted tiles).");
   m.def("auto_kernel", &auto_kernel, "M"_a, "N"_a, "K"_a, py::kw_only(), "dtype"_a, "sm"_a,
         "sm_count"_a = 132, "b_stride_k"_a = 1, "allow_tf32"_a = true, "sm90a"_a = true,
         "three_tf32"_a = false, "batch"_a = 1, "a_strides"_a = py::none(), "b_strides"_a = py::none(),

@@ -187,8 +187,9 @@ struct WgmmaParams {
   // their flags in sk_flags to sk_tag (cleared by their reader, as stream-K's); the last group adds
   // them to its own in group order and stores the tile (reduce_groups).
   int split_groups = 1;
-  // 3xTF32 (Config::kPromoted): the leading k-tiles that hold cross terms only (three_tf32.cu's
-  // first two K-long segments), which Consumer::run_promoted sums without promoting each k-tile.
+  // 3xTF32 (Config::kPromoted): the leading k-tiles that hold cross terms only (the first two of
+  // the product's three segments, plan_3xtf32), which Consumer::run_promoted sums without
+  // promoting each k-tile; the producer maps the three segments onto the split rows' two.
   int cross_k_tiles = 0;
 };
 

@@ -361,8 +361,10 @@ class Consumer {
   // The cross terms' sum, where finite. The split keeps an Inf's or NaN's big part (A's segment of
   // big parts serves both big·small and big·big), so a cross sum it reaches may be NaN or an Inf
   // of either sign where torch.mm's is an Inf; such a sum is dropped, and big·big carries the Inf
-  // or NaN into d as torch.mm's product would. Finite operands' cross sums are about 2^-11 of
-  // big·big's and do not overflow where it does not.
+  // or NaN into d as torch.mm's product would. Finite operands' cross terms are each about 2^-11
+  // of their big·big term, but their sum can still overflow where big·big's terms cancel (terms
+  // near 2^125 of alternating sign): the result is then finite where torch.mm's is an Inf
+  // (benchmarks/NOTES.md, session 57).
   __device__ __forceinline__ static void add_finite(float (&d)[Config::kAccumulators],
                                                     const float (&cross)[Config::kAccumulators]) {
 #pragma unroll

@@ -64,9 +64,10 @@ __device__ __forceinline__ void store_split(const SplitOperand& s, float* row, i
   *reinterpret_cast<float4*>(row + s.segment + k) = s.big_first ? small4 : big4;
 }
 
-// A K-major operand (unit K stride): rows of kRowThreads threads, each taking up to
-// kQuadsPerThread groups of four elements, kRowThreads apart so that a warp's loads and stores
-// are contiguous. kVector: the source rows are 16-byte aligned, read as vectors.
+// A K-major operand (unit K stride): rows of up to kSplitThreads threads (the launcher's
+// row_threads), each taking up to kQuadsPerThread groups of four elements, row_threads apart so
+// that a warp's loads and stores are contiguous. kVector: the source rows are 16-byte aligned,
+// read as vectors.
 constexpr int kSplitThreads = 256;
 constexpr int kQuadsPerThread = 4;  // loads in flight before the stores
 
@@ -158,6 +159,8 @@ LaunchStatus launch_split(const SplitOperand& s, int64_t batch, cudaStream_t str
   if (s.extent_x == 0 || s.segment == 0) return {};
   const auto aligned = [](int64_t stride) { return stride % 4 == 0; };
   const bool k_unit = s.stride_k == 1 || s.K <= 1;
+  const char* const kernel_name = k_unit ? "torch_gemm_split_3xtf32_rows_kernel"
+                                         : "torch_gemm_split_3xtf32_tiles_kernel";
   const bool vector = k_unit && reinterpret_cast<uintptr_t>(s.src) % 16 == 0 &&
                       (aligned(s.stride_x) || s.extent_x <= 1) &&
                       (aligned(s.stride_batch) || batch <= 1);
@@ -181,7 +184,7 @@ LaunchStatus launch_split(const SplitOperand& s, int64_t batch, cudaStream_t str
                       grid_y_for(ceil_div(s.segment, kTileK)), chunk_z);
       torch_gemm_split_3xtf32_tiles_kernel<<<grid, kSplitThreads, 0, stream>>>(s, first);
     }
-    const LaunchStatus status = check_launch("torch_gemm_split_3xtf32_kernel");
+    const LaunchStatus status = check_launch(kernel_name);
     if (!status.ok()) return status;
   }
   return {};
@@ -204,7 +207,7 @@ LaunchStatus launch_gemm_wgmma_sm90_3xtf32(const GemmParams& params, cudaStream_
   if (params.M == 0 || params.N == 0 || params.batch == 0) return {};
   if (params.workspace == nullptr) return refuse("no workspace for the split operands");
   const ThreeTf32Plan plan = plan_3xtf32(params, static_cast<char*>(params.workspace));
-  if (plan.inner.K > INT_MAX) return refuse("3·K past 32 bits");
+  if (plan.inner.K > INT_MAX) return refuse("3·K (K rounded up to a k-tile) past 32 bits");
   // The split operands' part; wgmma_sm90's launcher checks its own, after them.
   if (params.workspace_bytes < plan.a_bytes + plan.b_bytes) {
     return refuse("workspace of " + std::to_string(params.workspace_bytes) + " bytes, the split needs " +
