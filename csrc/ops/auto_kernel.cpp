@@ -163,8 +163,7 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
       return {"wgmma_sm90", AutoRule::kWgmmaTf32FewRows};
     }
     if (!allow_tf32 && std::min(M, N) >= kWgmmaBlockM &&
-        3 * round_up(K, sm90::KernelFacts::kKTileBytes / int64_t{sizeof(float)}) <=
-            std::numeric_limits<int32_t>::max() &&
+        3 * sm90::three_tf32_segment(K) <= std::numeric_limits<int32_t>::max() &&
         sm90::choose_shape(p, p.sm_count, sm90::Overrides{}).medium_tiles * kThreeTf32SmsPerTile >
             p.sm_count) {
       return {"wgmma_sm90_3xtf32", AutoRule::kWgmma3xTf32};

@@ -1192,9 +1192,11 @@ WgmmaPlan plan_product(const GemmParams& p, const Shape& shape, const Overrides&
   return plan;
 }
 
+int64_t three_tf32_segment(int64_t K) { return round_up(K, F::kKTileBytes / int64_t{sizeof(float)}); }
+
 ThreeTf32Plan plan_3xtf32(const GemmParams& p, char* base) {
   ThreeTf32Plan plan;
-  plan.segment = round_up(p.K, F::kKTileBytes / int64_t{sizeof(float)});
+  plan.segment = three_tf32_segment(p.K);
   plan.ld = std::max<int64_t>(2 * plan.segment, F::kTmaAlignBytes / int64_t{sizeof(float)});
   const int64_t row_bytes = plan.ld * int64_t{sizeof(float)};
   plan.a_bytes = round_up(p.batch * p.M * row_bytes, F::kWorkspaceAlignBytes);

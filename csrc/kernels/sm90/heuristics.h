@@ -222,6 +222,7 @@ WgmmaPlan plan_product(const GemmParams& p, const Shape& shape, const Overrides&
 // big·small, small·big, big·big, K = 3·segment) that wgmma_sm90 runs, reading A's first and B's
 // second segment twice; its own workspace after them. `base`: the workspace (any
 // kWorkspaceAlignBytes-aligned address when only sizing).
+int64_t three_tf32_segment(int64_t K);  // K rounded up to a tf32 k-tile
 struct ThreeTf32Plan {
   int64_t segment = 0, ld = 0, a_bytes = 0, b_bytes = 0;
   GemmParams inner;

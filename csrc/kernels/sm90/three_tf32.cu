@@ -162,8 +162,7 @@ LaunchStatus launch_split(const SplitOperand& s, int64_t batch, cudaStream_t str
   const char* const kernel_name = k_unit ? "torch_gemm_split_3xtf32_rows_kernel"
                                          : "torch_gemm_split_3xtf32_tiles_kernel";
   const bool vector = k_unit && reinterpret_cast<uintptr_t>(s.src) % 16 == 0 &&
-                      (aligned(s.stride_x) || s.extent_x <= 1) &&
-                      (aligned(s.stride_batch) || batch <= 1);
+                      (aligned(s.stride_x) || s.extent_x <= 1) && aligned(s.stride_batch);
   for (int64_t first = 0; first < batch; first += kMaxGridZ) {
     const unsigned chunk_z = static_cast<unsigned>(std::min<int64_t>(batch - first, kMaxGridZ));
     if (k_unit) {
