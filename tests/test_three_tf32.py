@@ -189,6 +189,29 @@ def test_inf_nan_and_huge_values_as_torch_mm():
 
 
 @requires_cuda
+def test_overflow_of_the_cross_terms_or_of_big_big_as_torch_mm():
+    """Sums past float's range overflow as torch.mm's do, whichever part of the split overflows:
+    (a) big·big's terms (±2^125) cancel while the cross terms (2^113 each) sum to 2^128: +Inf;
+    (b) big·big overflows to +Inf while the cross terms overflow to -Inf (b's small part is
+    negative): +Inf, not NaN."""
+    skip_unless_wgmma()
+    K = 32768
+    a = torch.full((128, K), 2.0**62, device="cuda")
+    b = torch.empty(K, 128, device="cuda")
+    b[0::2], b[1::2] = 2.0**63 + 2.0**51, -(2.0**63 - 2.0**51)  # small parts both +2^51
+    b[:, 64:] = 1.0  # exact in TF32: no cross terms, a finite 2^77
+    a2 = torch.full((128, 128), 2.0**100, device="cuda")
+    b2 = torch.full((128, 128), 2.0**40 - 2.0**28, device="cuda")  # big 2^40, small -2^28
+    with tf32_allowed(False):
+        for x, y in ((a, b), (a2, b2)):
+            ours, theirs = torch_gemm.mm_tiled(x, y, kernel=KERNEL), torch.mm(x, y)
+            assert torch.equal(torch.isnan(ours), torch.isnan(theirs))
+            assert torch.equal(torch.isinf(ours), torch.isinf(theirs))
+            assert torch.equal(ours[torch.isinf(theirs)], theirs[torch.isinf(theirs)])
+            assert torch.isinf(theirs).any()
+
+
+@requires_cuda
 def test_auto_takes_it_under_the_setting_only_while_tf32_is_off():
     skip_unless_wgmma()
     # 64 tiles of 128x128: enough for auto to take 3xTF32 (more than a quarter of the SMs).

@@ -280,7 +280,8 @@ class Consumer {
   // of cross terms alone (WgmmaParams::cross_k_tiles), 2/3 of K, therefore run first and
   // pipelined like run_accumulating's, summed straight into `group` (from zero, not into d, which
   // may hold a bias), then added to d once (add_finite): their truncation is against the cross
-  // terms' own sum, about 2^-11 of the result's.
+  // terms' own sum, about 2^-11 of the result's. (Run last instead, they cost 10% at
+  // 8192×4096×14336 on an H200: benchmarks/NOTES.md, session 58.)
   static constexpr int kPromoteGroup = 8;
 
   template <typename PrepareNext, typename EachKTile>
@@ -290,6 +291,7 @@ class Consumer {
     float sums[Config::kAccumulators], group[Config::kAccumulators];
 #pragma unroll
     for (int i = 0; i < Config::kAccumulators; ++i) sums[i] = 0.0f, group[i] = 0.0f;
+    CrossOverflow overflow{};
     int kt = unit.k_begin;
     const int cross_end = min(unit.k_end, cross_k_tiles_);
     if (kt < cross_end) {
@@ -317,7 +319,7 @@ class Consumer {
       wgmma_wait<0>();
       fence_accumulators(group);
       release(previous);
-      add_finite(d, group);
+      add_finite(d, group, overflow);
 #pragma unroll
       for (int i = 0; i < Config::kAccumulators; ++i) group[i] = 0.0f;
     }
@@ -349,6 +351,7 @@ class Consumer {
       if (++stage_ == kStages) stage_ = 0, phase_ ^= 1;
     }
     add_promoted(d, group);
+    overflow.restore(d);
     if (unit.k_end == unit.k_begin) prepare_next();
   }
 
@@ -358,17 +361,43 @@ class Consumer {
     for (int i = 0; i < Config::kAccumulators; ++i) d[i] += sums[i];
   }
 
+  // The cross sums that were not finite, two bits each (zero-initialized): `up` for +Inf, `down`
+  // for -Inf, both for NaN. Unrolled loops' constant indices keep the words in registers.
+  struct CrossOverflow {
+    static constexpr int kWords = (Config::kAccumulators + 31) / 32;
+    uint32_t up[kWords], down[kWords];
+
+    // d's value where its cross sum was not finite but its big·big sum (and bias) are: that of the
+    // cross sum, an overflow of finite operands' cross terms, which torch.mm's sum overflows too
+    // (their big·big terms near 2^125 may cancel).
+    __device__ __forceinline__ void restore(float (&d)[Config::kAccumulators]) const {
+#pragma unroll
+      for (int i = 0; i < Config::kAccumulators; ++i) {
+        const bool is_up = (up[i / 32] >> (i % 32)) & 1u, is_down = (down[i / 32] >> (i % 32)) & 1u;
+        if ((is_up || is_down) && isfinite(d[i])) {
+          d[i] = is_up && is_down ? __int_as_float(0x7fffffff)
+                                  : (is_up ? __int_as_float(0x7f800000) : __int_as_float(0xff800000));
+        }
+      }
+    }
+  };
+
   // The cross terms' sum, where finite. The split keeps an Inf's or NaN's big part (A's segment of
   // big parts serves both big·small and big·big), so a cross sum it reaches may be NaN or an Inf
-  // of either sign where torch.mm's is an Inf; such a sum is dropped, and big·big carries the Inf
-  // or NaN into d as torch.mm's product would. Finite operands' cross terms are each about 2^-11
-  // of their big·big term, but their sum can still overflow where big·big's terms cancel (terms
-  // near 2^125 of alternating sign): the result is then finite where torch.mm's is an Inf
-  // (benchmarks/NOTES.md, session 57).
+  // of either sign where torch.mm's is an Inf; such a sum is left out of d, and big·big carries
+  // the Inf or NaN into d as torch.mm's product would. Where big·big's sum is finite, so were the
+  // operands it summed, and the cross sum overflowed; it is kept in `overflow` for restore.
   __device__ __forceinline__ static void add_finite(float (&d)[Config::kAccumulators],
-                                                    const float (&cross)[Config::kAccumulators]) {
+                                                    const float (&cross)[Config::kAccumulators],
+                                                    CrossOverflow& overflow) {
 #pragma unroll
-    for (int i = 0; i < Config::kAccumulators; ++i) d[i] += isfinite(cross[i]) ? cross[i] : 0.0f;
+    for (int i = 0; i < Config::kAccumulators; ++i) {
+      const float c = cross[i];
+      const bool finite = isfinite(c);
+      d[i] += finite ? c : 0.0f;
+      overflow.up[i / 32] |= static_cast<uint32_t>(!finite && !(c < 0.0f)) << (i % 32);
+      overflow.down[i / 32] |= static_cast<uint32_t>(!finite && !(c > 0.0f)) << (i % 32);
+    }
   }
 
   // Per wgmma: a K-major tile advances 32 bytes along its 128-byte rows, an MN-major one

@@ -30,7 +30,8 @@ using sm90::plan_3xtf32;
 // and fill the first two thirds of the product's K, which the promoted tiles sum on the tensor
 // cores apart from d (WgmmaParams::cross_k_tiles): their truncation is then against their own
 // small sum. An Inf or NaN keeps its big part (and a small part of 0), so that big·big carries it
-// as torch.mm's product would; the cross terms it reaches are left out (Consumer::add_finite).
+// as torch.mm's product would; the cross sums it reaches are left out, and an overflow of finite
+// operands' cross sums is kept apart (Consumer::add_finite).
 struct SplitOperand {
   const float* src;
   int64_t stride_x, stride_k, stride_batch;
