@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <math_constants.h>
 
 #include <cstdint>
 
@@ -280,8 +281,8 @@ class Consumer {
   // of cross terms alone (WgmmaParams::cross_k_tiles), 2/3 of K, therefore run first and
   // pipelined like run_accumulating's, summed straight into `group` (from zero, not into d, which
   // may hold a bias), then added to d once (add_finite): their truncation is against the cross
-  // terms' own sum, about 2^-11 of the result's. (Run last instead, they cost 10% at
-  // 8192×4096×14336 on an H200: benchmarks/NOTES.md, session 58.)
+  // terms' own sum, about 2^-11 of the result's. (Run last instead, the product was slower:
+  // benchmarks/NOTES.md, session 58.)
   static constexpr int kPromoteGroup = 8;
 
   template <typename PrepareNext, typename EachKTile>
@@ -375,8 +376,7 @@ class Consumer {
       for (int i = 0; i < Config::kAccumulators; ++i) {
         const bool is_up = (up[i / 32] >> (i % 32)) & 1u, is_down = (down[i / 32] >> (i % 32)) & 1u;
         if ((is_up || is_down) && isfinite(d[i])) {
-          d[i] = is_up && is_down ? __int_as_float(0x7fffffff)
-                                  : (is_up ? __int_as_float(0x7f800000) : __int_as_float(0xff800000));
+          d[i] = is_up && is_down ? CUDART_NAN_F : (is_up ? CUDART_INF_F : -CUDART_INF_F);
         }
       }
     }
