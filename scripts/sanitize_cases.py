@@ -272,6 +272,13 @@ DEFAULT_CASES = (
     Case("3xtf32 batched", "bmm_tiled, 3 products: 5x8x3 = 120 tiles of 128x128 in one short wave",
          "wgmma_sm90_3xtf32", 600, 1000, 200, dtype="float32", op="bmm", batch=3,
          expect={"tile": (128, 128), "cluster": 1}),
+    Case("3xtf32 chunks of K", "10 tiles of 64x128: K cut into 4 chunks run as a batch, the last "
+         "shorter (1160 of 5000), their partial sums added with the bias by one more kernel",
+         "wgmma_sm90_3xtf32", 300, 200, 5000, dtype="float32", op="linear", expect={"chunks": 4}),
+    Case("3xtf32 chunks of K MN-major", "the transposing split per chunk; 130 columns, not whole "
+         "16-byte vectors, so the chunks' sum reads them one by one",
+         "wgmma_sm90_3xtf32", 129, 130, 4099, dtype="float32", a_k_major=False, b_k_major=False,
+         expect={"chunks": 4}),
     Case("decode 1 token tile unsplit", "4 rows: one 8-token tile; 264 blocks of 16 columns, more "
          "than a quarter of the SMs, stream the weight with K whole (auto takes decode_sm80)",
          "decode_sm80", 4, 4224, 1024, expect={"token_tiles": 1, "splits_k": False}),

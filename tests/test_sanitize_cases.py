@@ -35,7 +35,7 @@ REQUIRED_PATHS = {
     "wgmma row sums separate", "wgmma batched",
     "3xtf32 promoted 128x128 pairs", "3xtf32 promoted 128x128 single", "3xtf32 promoted 64x128 pairs",
     "3xtf32 promoted 64x128 single", "3xtf32 store registers", "3xtf32 operands MN-major", "3xtf32 bias",
-    "3xtf32 batched",
+    "3xtf32 batched", "3xtf32 chunks of K", "3xtf32 chunks of K MN-major",
     "decode 1 token tile unsplit", "decode 1 token tile split", "decode 2 token tiles unsplit",
     "decode 2 token tiles split", "decode 4 token tiles", "decode 8 token tiles", "decode tf32 split",
     "decode tf32 4 token tiles", "decode tf32 8 token tiles", "decode N-major cluster of 4",

@@ -254,7 +254,8 @@ def explain(
         answer.update(kernel=name, reason=f"asked for by kernel='{kernel}'")
     env = {arg: os.environ.get(var) for arg, var in _SM90_OVERRIDES.items()}
     if answer["kernel"] == "wgmma_sm90_3xtf32":
-        # The TF32 product over 3·K that it runs on its split operands.
+        # The TF32 product over 3·K that it runs on its split operands (where it cuts K into
+        # chunks, over 3·chunk_k, a batch of them: plan["chunks"], counted in plan["batch"]).
         answer["plan"] = _C.sm90_plan(M, N, K, sm_count=sm_count, batch=batch, dtype="float32",
                                       bias=bias is not None, max_active_clusters=max_active_clusters,
                                       three_tf32=True, **env)

@@ -15,7 +15,8 @@ MODES = ("ieee", "3xtf32")
 def set_fp32_precision(mode: str) -> None:
     """Process-wide: ``"ieee"`` (default) or ``"3xtf32"``. Under ``"3xtf32"``, on an H100/H200,
     ``kernel="auto"`` runs float32 products of at least 128 rows and columns, whose 128×128 tiles
-    outnumber a quarter of the SMs, on ``wgmma_sm90_3xtf32`` wherever torch does not allow TF32
+    (times the chunks it cuts a long K into where they are few) outnumber a quarter of the SMs,
+    on ``wgmma_sm90_3xtf32`` wherever torch does not allow TF32
     (where it does, TF32 as torch's own matmuls); smaller ones stay IEEE float32 on the CUDA
     cores. Read at every call, so compiled graphs and CUDA graphs captured later follow it."""
     if not isinstance(mode, str):

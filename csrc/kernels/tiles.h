@@ -101,4 +101,17 @@ constexpr int64_t kDecodeMaxRowsTf32 = 32;
 constexpr GemvOverDecode kGemvOverDecodeTf32[] = {{kGemvMaxRowsWide, std::numeric_limits<int64_t>::max()},
                                                   {4, int64_t{1} << 23}, {8, int64_t{1} << 20}};
 
+// 3xTF32's chunks of K (sm90::three_tf32_chunks): its promoted tiles take a product's whole K, one
+// tile an SM, so few tiles leave SMs idle (the H200 models sweep at 218b298: 0.68-0.78 of cuBLAS
+// at 33 tiles or fewer, where auto took the CUDA cores, 1.23 from 34 to 66 tiles, 1.90 past 264;
+// benchmarks/NOTES.md, session 58). Up to kThreeTf32MaxChunks chunks of at least
+// kThreeTf32MinChunkK, the count of least estimated time: rounds of tiles times their k-tiles,
+// plus the partials' bytes at kThreeTf32PartialBytesPerKTileRound (an H200's ~3 TB/s over the
+// ~0.4 us its SMs take for one k-tile of a 128x128 tile each at 3xTF32's rate); each more chunk
+// kept only where it saves a twentieth. Estimates, not yet measured.
+constexpr int64_t kThreeTf32MaxChunks = 8;
+constexpr int64_t kThreeTf32MinChunkK = 1024;
+constexpr double kThreeTf32PartialBytesPerKTileRound = 1.2e6;
+constexpr int64_t kThreeTf32GainNumerator = 1, kThreeTf32GainDenominator = 20;
+
 }  // namespace torch_gemm

@@ -18,9 +18,11 @@ constexpr int kMmaMinSm = 80;         // mma.sync for bf16/fp16
 constexpr int kWgmmaSm = 90;          // wgmma, TMA: sm_90a code runs on 9.0 only
 constexpr int64_t kDecodeRows = 32;   // min(M, N) at or below which smem16 wins before sm_80
 constexpr int64_t kMinWarptileTiles = 48;
-// 3xTF32 needs more of its 128x128 tiles than SMs / kThreeTf32SmsPerTile: with fewer, its split
-// pass and idle SMs cost more than multistage's product on the CUDA cores (32 tiles on 132 SMs
-// were slower than multistage, 64 and more faster, on an H100: benchmarks/NOTES.md, session 25).
+// 3xTF32 needs more of its 128x128 tiles than SMs / kThreeTf32SmsPerTile, counting each of K's
+// chunks (sm90::three_tf32_chunks) as a product of its own: with fewer, its split pass and idle SMs
+// cost more than multistage's product on the CUDA cores (32 tiles on 132 SMs were slower than
+// multistage, 64 and more faster, on an H100, before K was cut into chunks: benchmarks/NOTES.md,
+// session 25).
 constexpr int64_t kThreeTf32SmsPerTile = 4;
 // tf32 with fewer than 128 rows, past the tf32 decode's bounds, against a weight (B K-major, a
 // linear's forward): wgmma_sm90 where B spans at least kTf32FewRowsMinColumnTiles of its
@@ -114,8 +116,8 @@ bool small_enough_for_gemv(const GemvOverDecode (&table)[kBounds], int64_t M, in
 // or whose tiles the plan splits along K;
 // with TF32 off but
 // 3xTF32 opted into, the same shapes on wgmma_sm90_3xtf32 (float32's accuracy) where its 128x128
-// tiles outnumber a quarter of the SMs (fewer, and its split pass and idle SMs cost more than the
-// CUDA cores' product: kThreeTf32SmsPerTile); otherwise the CUDA
+// tiles, times K's chunks, outnumber a quarter of the SMs (fewer, and its split pass and idle SMs
+// cost more than the CUDA cores' product: kThreeTf32SmsPerTile); otherwise the CUDA
 // cores: multistage from sm_80 (its launcher picks tile and split-K by shape, and it beat the
 // older rungs everywhere); before it smem16 for decode shapes, smem32 for few tiles, else
 // warptile. fp64 (and 16-bit before sm_80): the 32x32 tile.
@@ -164,7 +166,8 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
     }
     if (!allow_tf32 && std::min(M, N) >= kWgmmaBlockM &&
         3 * sm90::three_tf32_segment(K) <= std::numeric_limits<int32_t>::max() &&
-        sm90::choose_shape(p, p.sm_count, sm90::Overrides{}).medium_tiles * kThreeTf32SmsPerTile >
+        sm90::choose_shape(p, p.sm_count, sm90::Overrides{}).medium_tiles *
+                sm90::three_tf32_chunks(p) * kThreeTf32SmsPerTile >
             p.sm_count) {
       return {"wgmma_sm90_3xtf32", AutoRule::kWgmma3xTf32};
     }
@@ -222,9 +225,9 @@ const char* describe_auto_choice(AutoRule rule) {
       "64x256 tiles the plan splits along K, past what the tf32 decode takes: wgmma in tf32, "
       "which streams B faster than the CUDA cores multiply",
       "float32 with TF32 off and torch_gemm's float32 precision set to '3xtf32', on compute "
-      "capability 9.0, M and N at least 128 and more 128x128 tiles than a quarter of the SMs: "
-      "each operand split once into TF32 big and small parts, big·big + big·small + small·big "
-      "on wgmma's TF32 tensor cores",
+      "capability 9.0, M and N at least 128 and more 128x128 tiles (times the chunks it cuts K "
+      "into where its tiles are few) than a quarter of the SMs: each operand split once into TF32 "
+      "big and small parts, big·big + big·small + small·big on wgmma's TF32 tensor cores",
       "bf16/fp16 from compute capability 8.0 (without wgmma): the tensor cores through mma.sync",
       "bf16/fp16 before compute capability 8.0 (no mma.sync): the 32x32 shared-memory tile",
       "float64: the 32x32 shared-memory tile",

@@ -120,9 +120,13 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
   p.c_stride_m = N, p.c_stride_n = 1, p.c_stride_batch = M * N;
   set_epilogue_extras(fn, &p, bias, row_sum);
   p.sm_count = static_cast<int>(sm_count);
-  // wgmma_sm90_3xtf32: the product over its split operands, laid out as its launcher lays them.
+  // wgmma_sm90_3xtf32: the product over its split operands, laid out as its launcher lays them
+  // (K's chunks, if it cuts K, a batch of products).
+  int64_t chunks = 1;
   if (three_tf32) {
-    p = sm90::plan_3xtf32(p, reinterpret_cast<char*>(kAlignedAddress)).inner;
+    const sm90::ThreeTf32Plan three = sm90::plan_3xtf32(p, reinterpret_cast<char*>(kAlignedAddress));
+    p = three.inner;
+    chunks = three.chunks;
   }
 
   const sm90::Overrides o =
@@ -146,7 +150,8 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
 
   d["refused"] = plan.fits_int ? py::object(py::none()) : py::object(py::str("extents past 32 bits"));
   d["transposed"] = plan.transposed;
-  d["M"] = plan.problem.M, d["N"] = plan.problem.N, d["K"] = plan.problem.K, d["batch"] = batch;
+  d["M"] = plan.problem.M, d["N"] = plan.problem.N, d["K"] = plan.problem.K;
+  d["batch"] = p.batch;  // 3xTF32's: the caller's products times K's chunks
   d["tile"] = py::make_tuple(plan.shape.block_m(), plan.shape.block_n);
   d["consumers"] = plan.shape.consumers;
   d["cluster"] = plan.shape.cluster_m();
@@ -159,7 +164,8 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
   d["store"] = plan.store_transposed ? "tma_transposed" : plan.tma_store ? "tma" : "registers";
   d["row_sum"] = p.row_sum == nullptr ? py::object(py::none())
                  : py::object(py::str(plan.product.row_sum.fused ? "fused" : "separate"));
-  d["tiles"] = plan.tiles_m * plan.tiles_n * batch;
+  d["tiles"] = plan.tiles_m * plan.tiles_n * p.batch;
+  d["chunks"] = chunks;
   d["turns"] = plan.turns;
   d["resident"] = plan.shape.split_k > 1 ? py::object(py::none()) : py::object(py::int_(grid.slots));
   d["grid"] = grid.blocks;
@@ -253,7 +259,8 @@ void bind_plans(pybind11::module_& m) {
         "shape, cluster, stream_k, max_clusters, store, tf32_plan: the values of "
         "TORCH_GEMM_WGMMA_SHAPE, _CLUSTER, _STREAM_K, _MAX_CLUSTERS, _STORE and _TF32_PLAN (None: "
         "unset); three_tf32: the plan of wgmma_sm90_3xtf32's "
-        "inner product (float32 split into TF32 parts, over three K-long segments, on its promoted tiles).");
+        "inner product (float32 split into TF32 parts, over three K-long segments, on its promoted tiles; "
+        "'chunks': the pieces it cuts K into, each a product of the batch, 1 if none).");
   m.def("auto_kernel", &auto_kernel, "M"_a, "N"_a, "K"_a, py::kw_only(), "dtype"_a, "sm"_a,
         "sm_count"_a = 132, "b_stride_k"_a = 1, "allow_tf32"_a = true, "sm90a"_a = true,
         "three_tf32"_a = false, "batch"_a = 1, "a_strides"_a = py::none(), "b_strides"_a = py::none(),

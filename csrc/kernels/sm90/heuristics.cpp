@@ -989,10 +989,12 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
   }
   if (p.tf32_promoted) {
     // 3xTF32's inner product: the promoted tf32 tiles are 128 columns wide; one consumer where
-    // the 128×128 tiles would leave more than half the SMs idle (or as forced).
+    // the 128×128 tiles would leave more than half the SMs idle, or 64 rows fill the tile (or as
+    // forced).
     shape.block_n = static_cast<int>(kWgmmaSmallBlockN);
     shape.split_k = 1;
-    shape.consumers = o.consumers != 0 ? o.consumers : (medium < sms / 2 ? 1 : 2);
+    shape.consumers =
+        o.consumers != 0 ? o.consumers : (medium < sms / 2 || p.M <= kWgmmaNarrowBlockM ? 1 : 2);
     shape.tile_rule = TileRule::kPromoted;
   } else if (o.consumers != 0) {
     shape.consumers = o.consumers;
@@ -1194,24 +1196,74 @@ WgmmaPlan plan_product(const GemmParams& p, const Shape& shape, const Overrides&
 
 int64_t three_tf32_segment(int64_t K) { return round_up(K, F::kKTileBytes / int64_t{sizeof(float)}); }
 
+int64_t three_tf32_chunk_k(int64_t K, int64_t chunks) {
+  return chunks > 1 ? round_up(ceil_div(K, chunks), F::kKTileBytes / int64_t{sizeof(float)}) : K;
+}
+
+int64_t three_tf32_chunks(const GemmParams& p) {
+  if (p.batch != 1 || p.sm_count <= 0 || p.M <= 0 || p.N <= 0 || p.K < 2 * kThreeTf32MinChunkK) {
+    return 1;
+  }
+  const int64_t sms = p.sm_count, k_tile = F::kKTileBytes / int64_t{sizeof(float)};
+  int64_t best = 1;
+  double best_cost = 0.0;
+  for (int64_t chunks = 1; chunks <= kThreeTf32MaxChunks; ++chunks) {
+    const int64_t chunk_k = three_tf32_chunk_k(p.K, chunks);
+    if (chunks > 1 && ceil_div(p.K, chunks) < kThreeTf32MinChunkK) break;
+    if (chunks > 1 && ceil_div(p.K, chunk_k) != chunks) continue;  // whole k-tiles leave one empty
+    GemmParams q = p;
+    q.batch = chunks, q.K = 3 * three_tf32_segment(chunk_k), q.tf32_promoted = true;
+    const Shape shape = choose_shape(q, sms, Overrides{});
+    const int64_t tiles =
+        ceil_div(p.M, int64_t{shape.block_m()}) * ceil_div(p.N, int64_t{shape.block_n}) * chunks;
+    // The time in k-tiles of a 128-row tile on every SM: rounds of tiles times a tile's k-tiles,
+    // a 64-row tile's taking half as long; then the partials, written and read, and C.
+    double cost = static_cast<double>(ceil_div(tiles, sms) * (q.K / k_tile)) * shape.block_m() /
+                  kWgmmaBlockM;
+    if (chunks > 1) {
+      cost += static_cast<double>((2 * chunks + 1) * p.M * p.N * int64_t{sizeof(float)}) /
+              kThreeTf32PartialBytesPerKTileRound;
+    }
+    if (chunks == 1 || cost * kThreeTf32GainDenominator <
+                           best_cost * (kThreeTf32GainDenominator - kThreeTf32GainNumerator)) {
+      best = chunks, best_cost = cost;
+    }
+  }
+  return best;
+}
+
 ThreeTf32Plan plan_3xtf32(const GemmParams& p, char* base) {
   ThreeTf32Plan plan;
-  plan.segment = three_tf32_segment(p.K);
+  plan.chunks = three_tf32_chunks(p);
+  plan.chunk_k = three_tf32_chunk_k(p.K, plan.chunks);
+  plan.segment = three_tf32_segment(plan.chunk_k);
   plan.ld = std::max<int64_t>(2 * plan.segment, F::kTmaAlignBytes / int64_t{sizeof(float)});
   const int64_t row_bytes = plan.ld * int64_t{sizeof(float)};
-  plan.a_bytes = round_up(p.batch * p.M * row_bytes, F::kWorkspaceAlignBytes);
-  plan.b_bytes = round_up(p.batch * p.N * row_bytes, F::kWorkspaceAlignBytes);
+  const int64_t products = p.batch * plan.chunks;
+  plan.a_bytes = round_up(products * p.M * row_bytes, F::kWorkspaceAlignBytes);
+  plan.b_bytes = round_up(products * p.N * row_bytes, F::kWorkspaceAlignBytes);
+  plan.partials_bytes = plan.chunks > 1 ? round_up(plan.chunks * p.M * p.N * int64_t{sizeof(float)},
+                                                   F::kWorkspaceAlignBytes)
+                                        : 0;
   GemmParams& q = plan.inner;
   q = p;
+  q.batch = products;
   q.K = 3 * plan.segment;
   q.a = base, q.a_stride_m = plan.ld, q.a_stride_k = 1;
-  q.a_stride_batch = p.batch > 1 ? p.M * plan.ld : 0;
+  q.a_stride_batch = products > 1 ? p.M * plan.ld : 0;
   q.b = base + plan.a_bytes, q.b_stride_n = plan.ld, q.b_stride_k = 1;
-  q.b_stride_batch = p.batch > 1 ? p.N * plan.ld : 0;
+  q.b_stride_batch = products > 1 ? p.N * plan.ld : 0;
+  if (plan.chunks > 1) {
+    // The chunks' partial products, dense; the bias joins their sum (three_tf32.cu).
+    q.c = base + plan.a_bytes + plan.b_bytes;
+    q.c_stride_m = p.N, q.c_stride_n = 1, q.c_stride_batch = p.M * p.N;
+    q.bias = nullptr, q.bias_stride = 0;
+  }
   q.row_sum = nullptr;  // not a fused kernel: the op sums A's rows itself
   q.tf32_promoted = true;
-  q.workspace = base + plan.a_bytes + plan.b_bytes;
-  q.workspace_bytes = std::max<int64_t>(p.workspace_bytes - plan.a_bytes - plan.b_bytes, 0);
+  const int64_t used = plan.a_bytes + plan.b_bytes + plan.partials_bytes;
+  q.workspace = base + used;
+  q.workspace_bytes = std::max<int64_t>(p.workspace_bytes - used, 0);
   return plan;
 }
 
@@ -1768,7 +1820,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
   } else if (s.tile_rule == TileRule::kForced) {
     r.split_k = "none: forced by TORCH_GEMM_WGMMA_SHAPE";
   } else if (p.dtype == DType::kFloat32 && !sixteen_bit_rules) {
-    r.split_k = p.tf32_promoted ? std::string("none: 3xTF32's promoted tiles take the whole K")
+    r.split_k = p.tf32_promoted ? std::string("none: 3xTF32's promoted tiles take their product's whole K (where "
+                                             "it cuts K, its chunks are a batch of products)")
                 : p.row_sum != nullptr
                     ? std::string("none: tf32 splits no product with row sums")
                 : s.consumers == 2

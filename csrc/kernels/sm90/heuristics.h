@@ -223,8 +223,18 @@ WgmmaPlan plan_product(const GemmParams& p, const Shape& shape, const Overrides&
 // second segment twice; its own workspace after them. `base`: the workspace (any
 // kWorkspaceAlignBytes-aligned address when only sizing).
 int64_t three_tf32_segment(int64_t K);  // K rounded up to a tf32 k-tile
+// Where one product's promoted tiles would leave SMs idle (they take no split of K inside the
+// kernel), K is cut into `chunks` of chunk_k (a whole number of k-tiles; the last one shorter),
+// run as a batch of products into fp32 partials in the workspace (chunks × M × N, dense), which
+// one more kernel adds up, with the bias, into C. An Inf or NaN operand reaches C as in one
+// product; finite sums that overflow in two chunks with opposite signs give NaN where one long
+// sum may give an Inf (as any split of K may). A caller's batch of products is not cut
+// (chunks 1). three_tf32_chunks: the count whose estimated time is least (tiles.h).
+int64_t three_tf32_chunks(const GemmParams& p);
+int64_t three_tf32_chunk_k(int64_t K, int64_t chunks);  // chunk z starts at z·chunk_k
 struct ThreeTf32Plan {
   int64_t segment = 0, ld = 0, a_bytes = 0, b_bytes = 0;
+  int64_t chunks = 1, chunk_k = 0, partials_bytes = 0;
   GemmParams inner;
 };
 ThreeTf32Plan plan_3xtf32(const GemmParams& caller, char* base);

@@ -2,7 +2,8 @@
 // splits each operand element x once into big = tf32(x) and small = tf32(x − big); the product
 // A_big·B_big + A_big·B_small + A_small·B_big then runs as one TF32 product over three K-segments
 // on wgmma_sm90's promoted tiles: the cross terms summed on the tensor cores, big·big's k-tile sums
-// added in fp32 (GemmParams::tf32_promoted).
+// added in fp32 (GemmParams::tf32_promoted). Few tiles cut K into chunks run as a batch, whose
+// partial products one more pass adds up (sm90::ThreeTf32Plan).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,7 +39,12 @@ struct SplitOperand {
   float* dst;
   int64_t ld, segment, dst_stride_batch;
   int64_t extent_x, K;
+  // K's extent in batch element last_batch: shorter where the batch is K's chunks (plan_3xtf32),
+  // the last chunk ending at the caller's K; K itself in the others.
+  int64_t last_batch, K_last;
   bool big_first;  // A's order; B's is (small, big)
+
+  __device__ __forceinline__ int64_t k_extent(int64_t z) const { return z == last_batch ? K_last : K; }
 };
 
 // tf32(x), rounded to nearest; where that rounds a finite x past float's range (|x| within half a
@@ -80,6 +86,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   if (x >= s.extent_x) return;
   const float* src = s.src + z * s.stride_batch + x * s.stride_x;
   float* row = s.dst + z * s.dst_stride_batch + x * s.ld;
+  const int64_t K = s.k_extent(z);
   const int64_t quads = s.segment / 4;
   const int64_t chunk = static_cast<int64_t>(blockDim.x) * kQuadsPerThread;
   for (int64_t q0 = static_cast<int64_t>(blockIdx.y) * chunk + threadIdx.x; q0 < quads;
@@ -88,13 +95,13 @@ __global__ void __launch_bounds__(kSplitThreads)
 #pragma unroll
     for (int i = 0; i < kQuadsPerThread; ++i) {
       const int64_t k = 4 * (q0 + static_cast<int64_t>(i) * blockDim.x);
-      if (kVector && k + 3 < s.K) {
+      if (kVector && k + 3 < K) {
         v[i] = *reinterpret_cast<const float4*>(src + k);
       } else {
-        v[i].x = k < s.K ? src[k] : 0.0f;
-        v[i].y = k + 1 < s.K ? src[k + 1] : 0.0f;
-        v[i].z = k + 2 < s.K ? src[k + 2] : 0.0f;
-        v[i].w = k + 3 < s.K ? src[k + 3] : 0.0f;
+        v[i].x = k < K ? src[k] : 0.0f;
+        v[i].y = k + 1 < K ? src[k + 1] : 0.0f;
+        v[i].z = k + 2 < K ? src[k + 2] : 0.0f;
+        v[i].w = k + 3 < K ? src[k + 3] : 0.0f;
       }
     }
 #pragma unroll
@@ -120,6 +127,7 @@ __global__ void __launch_bounds__(kSplitThreads, 4)
   const int64_t x0 = static_cast<int64_t>(blockIdx.x) * kTileX;
   const float* src = s.src + z * s.stride_batch;
   float* dst = s.dst + z * s.dst_stride_batch;
+  const int64_t K = s.k_extent(z);
   constexpr int kLines = kTileK / (4 * kQuadsPerLine);  // 128-byte lines of K a row of the tile
   static_assert(kSplitThreads % kTileX == 0 && kTileK % (kSplitThreads / kTileX) == 0 &&
                     kLines * kTileX * kQuadsPerLine % kSplitThreads == 0,
@@ -137,7 +145,7 @@ __global__ void __launch_bounds__(kSplitThreads, 4)
       const int64_t step = kRowsAtOnce * s.stride_k;
 #pragma unroll
       for (int e = 0; e < kTileK / kRowsAtOnce; ++e) {
-        const bool in = x_in && k0 + kl0 + e * kRowsAtOnce < s.K;
+        const bool in = x_in && k0 + kl0 + e * kRowsAtOnce < K;
         tile[kl0 + e * kRowsAtOnce][xl] = in ? from[e * step] : 0.0f;
       }
     }
@@ -190,6 +198,66 @@ LaunchStatus launch_split(const SplitOperand& s, int64_t batch, cudaStream_t str
   return {};
 }
 
+// K's chunks (plan_3xtf32): C = bias + the chunks' partial products (chunks × M × N, dense), added
+// in chunk order in fp32, as the product's own epilogue starts its sums at the bias. A thread
+// takes four consecutive columns of a row: one 16-byte load a chunk where N is a multiple of 4
+// (the rows of the partials are then 16-byte aligned), four loads otherwise.
+struct ChunkSum {
+  const float* partials;
+  int64_t chunks, M, N;
+  const float* bias;
+  int64_t bias_stride;
+  float* c;
+  int64_t c_stride_m, c_stride_n;
+};
+
+constexpr int kSumThreads = 256;
+
+template <bool kVector>
+__global__ void __launch_bounds__(kSumThreads) torch_gemm_sum_3xtf32_chunks_kernel(ChunkSum s) {
+  const int64_t quads_per_row = ceil_div(s.N, int64_t{4});
+  const int64_t quads = s.M * quads_per_row, plane = s.M * s.N;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kSumThreads + threadIdx.x; i < quads;
+       i += static_cast<int64_t>(gridDim.x) * kSumThreads) {
+    const int64_t m = i / quads_per_row, n0 = 4 * (i - m * quads_per_row);
+    float sum[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      sum[j] = s.bias != nullptr && n0 + j < s.N ? s.bias[(n0 + j) * s.bias_stride] : 0.0f;
+    }
+    const float* partial = s.partials + m * s.N + n0;
+    for (int64_t chunk = 0; chunk < s.chunks; ++chunk, partial += plane) {
+      if (kVector) {
+        const float4 v = *reinterpret_cast<const float4*>(partial);
+        sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if (n0 + j < s.N) sum[j] += partial[j];
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (n0 + j < s.N) s.c[m * s.c_stride_m + (n0 + j) * s.c_stride_n] = sum[j];
+    }
+  }
+}
+
+LaunchStatus launch_chunk_sum(const ChunkSum& s, int sm_count, cudaStream_t stream) {
+  const int64_t quads = s.M * ceil_div(s.N, int64_t{4});
+  // Enough blocks for every SM's threads several times over; the loop takes the rest.
+  const int64_t blocks = std::min<int64_t>(ceil_div(quads, int64_t{kSumThreads}),
+                                           int64_t{std::max(sm_count, 1)} * 16);
+  const dim3 grid(static_cast<unsigned>(blocks));
+  if (s.N % 4 == 0) {
+    torch_gemm_sum_3xtf32_chunks_kernel<true><<<grid, kSumThreads, 0, stream>>>(s);
+  } else {
+    torch_gemm_sum_3xtf32_chunks_kernel<false><<<grid, kSumThreads, 0, stream>>>(s);
+  }
+  return check_launch("torch_gemm_sum_3xtf32_chunks_kernel");
+}
+
 }  // namespace
 
 int64_t gemm_wgmma_sm90_3xtf32_workspace_bytes(const GemmParams& params) {
@@ -197,7 +265,8 @@ int64_t gemm_wgmma_sm90_3xtf32_workspace_bytes(const GemmParams& params) {
   // Sizing only: any aligned address stands for the workspace.
   char* const aligned = reinterpret_cast<char*>(KernelFacts::kWorkspaceAlignBytes);
   const ThreeTf32Plan plan = plan_3xtf32(params, aligned);
-  return plan.a_bytes + plan.b_bytes + gemm_wgmma_sm90_workspace_bytes(plan.inner);
+  return plan.a_bytes + plan.b_bytes + plan.partials_bytes +
+         gemm_wgmma_sm90_workspace_bytes(plan.inner);
 }
 
 LaunchStatus launch_gemm_wgmma_sm90_3xtf32(const GemmParams& params, cudaStream_t stream) {
@@ -207,27 +276,44 @@ LaunchStatus launch_gemm_wgmma_sm90_3xtf32(const GemmParams& params, cudaStream_
   if (params.M == 0 || params.N == 0 || params.batch == 0) return {};
   if (params.workspace == nullptr) return refuse("no workspace for the split operands");
   const ThreeTf32Plan plan = plan_3xtf32(params, static_cast<char*>(params.workspace));
-  if (plan.inner.K > INT_MAX) return refuse("3·K (K rounded up to a k-tile) past 32 bits");
-  // The split operands' part; wgmma_sm90's launcher checks its own, after them.
-  if (params.workspace_bytes < plan.a_bytes + plan.b_bytes) {
+  if (plan.inner.K > INT_MAX) {
+    return refuse("3·K (K, or its chunks, rounded up to a k-tile) past 32 bits");
+  }
+  // The split operands' and the partials' part; wgmma_sm90's launcher checks its own, after them.
+  const int64_t own = plan.a_bytes + plan.b_bytes + plan.partials_bytes;
+  if (params.workspace_bytes < own) {
     return refuse("workspace of " + std::to_string(params.workspace_bytes) + " bytes, the split needs " +
-                  std::to_string(plan.a_bytes + plan.b_bytes));
+                  std::to_string(own));
   }
   const GemmParams& q = plan.inner;
-  const bool batched = params.batch > 1;
+  // The split's batch: the caller's products, or K's chunks (chunk z starts at z·chunk_k).
+  const bool chunked = plan.chunks > 1, batched = params.batch > 1;
+  const int64_t a_stride_batch = chunked   ? plan.chunk_k * params.a_stride_k
+                                 : batched ? params.a_stride_batch
+                                           : 0;
+  const int64_t b_stride_batch = chunked   ? plan.chunk_k * params.b_stride_k
+                                 : batched ? params.b_stride_batch
+                                           : 0;
+  const int64_t K = chunked ? plan.chunk_k : params.K;
+  const int64_t K_last = chunked ? params.K - (plan.chunks - 1) * plan.chunk_k : params.K;
   const SplitOperand a{static_cast<const float*>(params.a), params.a_stride_m, params.a_stride_k,
-                       batched ? params.a_stride_batch : 0, static_cast<float*>(const_cast<void*>(q.a)),
-                       plan.ld, plan.segment, q.a_stride_batch, params.M, params.K,
+                       a_stride_batch, static_cast<float*>(const_cast<void*>(q.a)), plan.ld,
+                       plan.segment, q.a_stride_batch, params.M, K, q.batch - 1, K_last,
                        /*big_first=*/true};
   const SplitOperand b{static_cast<const float*>(params.b), params.b_stride_n, params.b_stride_k,
-                       batched ? params.b_stride_batch : 0, static_cast<float*>(const_cast<void*>(q.b)),
-                       plan.ld, plan.segment, q.b_stride_batch, params.N, params.K,
+                       b_stride_batch, static_cast<float*>(const_cast<void*>(q.b)), plan.ld,
+                       plan.segment, q.b_stride_batch, params.N, K, q.batch - 1, K_last,
                        /*big_first=*/false};
-  LaunchStatus status = launch_split(a, params.batch, stream);
+  LaunchStatus status = launch_split(a, q.batch, stream);
   if (!status.ok()) return status;
-  status = launch_split(b, params.batch, stream);
+  status = launch_split(b, q.batch, stream);
   if (!status.ok()) return status;
-  return launch_gemm_wgmma_sm90(q, stream);
+  status = launch_gemm_wgmma_sm90(q, stream);
+  if (!status.ok() || !chunked) return status;
+  const ChunkSum sum{static_cast<const float*>(q.c), plan.chunks, params.M, params.N,
+                     static_cast<const float*>(params.bias), params.bias_stride,
+                     static_cast<float*>(params.c), params.c_stride_m, params.c_stride_n};
+  return launch_chunk_sum(sum, params.sm_count, stream);
 }
 
 }  // namespace torch_gemm

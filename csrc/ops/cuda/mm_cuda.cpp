@@ -39,7 +39,7 @@ const std::array<KernelEntry<GemmLaunchFn>, 11> kCudaKernels{{
      "Hopper wgmma (m64n256k16; float32 as tf32, m64n256k8, only where torch allows TF32) from 128B-swizzled shared memory filled by TMA on mbarriers, producer/consumer warpgroups on 128x256 tiles (64x256 where those would leave most SMs idle), persistent grid, epilogue through shared memory and TMA stores",
      &gemm_wgmma_sm90_workspace_bytes, /*float32_as_tf32=*/true, /*fuses_row_sum=*/true},
     {"wgmma_sm90_3xtf32", dtype_bit(DType::kFloat32), 90, &launch_gemm_wgmma_sm90_3xtf32,
-     "float32 at float32's accuracy on the TF32 tensor cores (3xTF32): each operand split once into TF32 big and small parts, the three products big*small + small*big + big*big run as one wgmma_sm90 TF32 product over three K-long segments, each big*big k-tile's sums added in fp32",
+     "float32 at float32's accuracy on the TF32 tensor cores (3xTF32): each operand split once into TF32 big and small parts, the three products big*small + small*big + big*big run as one wgmma_sm90 TF32 product over three K-long segments, each big*big k-tile's sums added in fp32; few tiles cut K into chunks, a batch of products whose fp32 partials one more kernel adds",
      &gemm_wgmma_sm90_3xtf32_workspace_bytes},
 }};
 
