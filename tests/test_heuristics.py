@@ -701,8 +701,8 @@ def test_tf32_follows_the_sixteen_bit_rules_with_both_operands_k_major():
         assert tile(M, N, K)[0] == ((128, 256), 1, 2, True), (M, N, K)
         assert tuple(plan(M, N, 2 * K, dtype=BF16)["tile"]) in {(128, 192), (128, 160)}, (M, N, K)
     # A B repacked K-major (N-major with a bias: not run transposed) reads K-major: the 16-bit rules.
-    chosen, why = tile(512, 2048, 4096, b_k_major=False, bias=True)
-    assert chosen[0] == (64, 128) and "follows the 16-bit tile rules" in why
+    chosen, why = tile(512, 2048, 3072, b_k_major=False, bias=True)
+    assert chosen[:2] == ((128, 128), 2) and "follows the 16-bit tile rules" in why
     # A value of TORCH_GEMM_WGMMA_TF32_PLAN that names no rule set: the plan's choice, said so.
     p = plan(128, 2048, 4096, dtype=FP32, tf32_plan="sixteen")
     assert tuple(p["tile"]) == (64, 128) and "names no rule set" in p["why"]["tile"]
@@ -715,6 +715,33 @@ def test_tf32_follows_the_sixteen_bit_rules_with_both_operands_k_major():
         p = plan(4096, 4096, 4096, dtype=FP32, three_tf32=True, shape=shape)
         assert tuple(p["tile"]) == tile_ and "forced by TORCH_GEMM_WGMMA_SHAPE" in p["why"]["tile"], shape
         assert "cannot take" not in p["why"]["tile"], shape
+
+
+# tf32 under the 16-bit rules: the whole 64x128 tiles of one wave of pairs become 128x128 tiles
+# split in 2 in any number of tile rows (bf16 from 16 rows), below the K from which tf32's own
+# dealt 128x256 tiles replace the pairs; its 64x128 tiles split in 8 take more clusters a tile
+# with a long K, as tf32's own 64x256 ones do (bf16 never).
+@pytest.mark.parametrize("M, N, K", [(128, 6144, 6144), (256, 4096, 4096), (512, 2048, 2560),
+                                     (1024, 1024, 3072)])
+def test_tf32_splits_128x128_tiles_in_any_tile_rows(M, N, K):
+    p = plan(M, N, K, dtype=FP32, tf32_plan=None)
+    assert (tuple(p["tile"]), p["split_k"], p["consumers"]) == ((128, 128), 2, 2), p["why"]["tile"]
+    assert "tf32: any number" in p["why"]["tile"]
+    assert_supported(p, FP32)
+    bf16 = plan(M, N, 2 * K, dtype=BF16)  # the same k-tiles: fewer than 16 tile rows keep 64x128
+    assert (tuple(bf16["tile"]), bf16["split_k"]) == ((64, 128), 1)
+    long_k = plan(M, N, 11008, dtype=FP32, tf32_plan=None)  # 344 k-tiles: not split in 2 (tf32's own dealt tiles)
+    assert tuple(long_k["tile"]) != (128, 128) or long_k["split_k"] != 2
+    assert tuple(plan(128, 6144, 11008, dtype=FP32, tf32_plan=None)["tile"]) == (128, 256)
+
+
+@pytest.mark.parametrize("M, N, K, groups", [(32, 256, 5120, 2), (128, 256, 8192, 2), (8, 256, 8192, 4),
+                                             (16, 512, 4096, 2), (32, 256, 2048, 1)])
+def test_tf32_split_64x128_tiles_take_more_clusters_with_a_long_k(M, N, K, groups):
+    p = plan(M, N, K, dtype=FP32, tf32_plan=None)
+    assert (tuple(p["tile"]), p["split_k"], p["split_groups"]) == ((64, 128), 8, groups), p["why"]
+    assert_supported(p, FP32)
+    assert plan(M, N, 2 * K, dtype=BF16)["split_groups"] == 1
 
 
 # At most 64 rows (16-bit and tf32): 64-row tiles, 64x256 where the 64x128 ones would not fit in

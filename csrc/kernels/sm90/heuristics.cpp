@@ -165,7 +165,11 @@ constexpr int64_t kMediumSplitMinKTiles = 192;
 // columns and 4096 against 256 (64 tiles of 128×128), K = 4096–8192, ran 1.016–1.098× faster;
 // K = 2048–3072 0.95–1.00×; 1024 rows against 1024 columns (8 tile rows) 0.92–0.995× at every K
 // (forced `2x2x128` against auto, bf16 NT, H200, session 50). Where few 128×256 pairs meet a
-// longer K, kWideDealt takes them instead (from kWideDealtMinKTiles).
+// longer K, kWideDealt takes them instead (from kWideDealtMinKTiles). tf32 under the 16-bit rules
+// takes them in any number of tile rows: 128 to 1024 rows against 1024–6144 columns (40 to 64
+// tiles of 128×128), K = 2560–8192, ran 0.95–1.01 of torch against the paired 64×128 tiles'
+// 0.86–0.89 (12 forwards, H200, session 59 in benchmarks/NOTES.md); below kTf32OwnDealtMinKTiles,
+// from which tf32's own dealt 128×256 tiles take those pairs' place (choose_shape).
 constexpr int64_t kMediumSplitTallMinRows = 16;
 constexpr int64_t kMediumSplitTallMinSliceKTiles = 32;
 // 193 to 256 rows (four rows of 64-row tiles, two of 128-row ones) with at least this many
@@ -235,7 +239,10 @@ int split_slices(int64_t tiles, int64_t k_tiles, int64_t sms, int64_t min_k_tile
 // The bound was 256 k-tiles while a memset preceded the launch; without it, 2 clusters a tile
 // won from 128 k-tiles (1 to 4 tiles at 32–256 rows) and were even to slower below (NOTES,
 // session 46). 16-bit 64×128 tiles were slower in every case tried: their blocks' share of B is
-// short already. Forced (TORCH_GEMM_WGMMA_SHAPE=1x8xNxG), 16-bit tiles take them too.
+// short already. tf32's 64×128 tiles under the 16-bit rules take them: 32–128 rows against 256
+// columns with K = 5120–8192 (2 and 4 tiles, 2 clusters each) ran 0.94–1.0 of torch against
+// 0.85–0.91 in one cluster (5 forwards, H200, session 59). Forced (TORCH_GEMM_WGMMA_SHAPE=1x8xNxG),
+// 16-bit tiles take them too.
 constexpr int64_t kSplitGroupsMinKTiles = 128;
 constexpr int64_t kSplitGroupMinKTiles = 8;
 
@@ -797,7 +804,9 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
         medium <= resident_split_clusters(sms, kMediumSlices)) {
       shape.consumers = 2, shape.split_k = kMediumSlices;
       shape.tile_rule = TileRule::kMediumSplit;
-    } else if (split == 1 && o.consumers == 0 && wide_m >= kMediumSplitTallMinRows &&
+    } else if (split == 1 && o.consumers == 0 &&
+               (wide_m >= kMediumSplitTallMinRows ||
+                (tf32_sixteen_bit_plan && k_tiles < kTf32OwnDealtMinKTiles)) &&
                k_tiles >= 2 * kMediumSplitTallMinSliceKTiles &&
                medium <= resident_split_clusters(sms, 2) && reads_both_k_major(p)) {
       shape.consumers = 2, shape.split_k = 2;
@@ -1052,7 +1061,8 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
              tiles * shape.split_groups > resident_split_clusters(sms, F::kMaxSmallSlices)) {
         shape.split_groups /= 2;
       }
-    } else if (shape.tile_rule == TileRule::kNarrowSplit) {
+    } else if (shape.tile_rule == TileRule::kNarrowSplit ||
+               (shape.tile_rule == TileRule::kSmallSplit && tf32_sixteen_bit_plan)) {
       shape.split_groups = split_groups_of(tiles, k_tiles, sms);
     }
   }
@@ -1653,7 +1663,11 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       r.tile = "128x128 split in 2 along K, two consumer warpgroups: " + no_wide + "; the " +
                str(s.small_tiles) + " tiles of 64x128 would run whole in one wave, where " +
                str(s.medium_tiles) + " tiles of 128x128 in " + str(ceil_div(p.M, kWgmmaBlockM)) +
-               " tile rows (at least " + str(kMediumSplitTallMinRows) + "), within the " +
+               " tile rows (" +
+               (s.tf32_rules == Tf32Rules::kSixteenBit
+                    ? "tf32: any number, with fewer than " + str(kTf32OwnDealtMinKTiles) + " k-tiles"
+                    : "at least " + str(kMediumSplitTallMinRows)) +
+               "), within the " +
                str(resident_split_clusters(sms, 2)) + " clusters of 2 counted on as resident, " +
                "run the two-consumer loop over 2 slices of K's " + str(plan.k_tiles) +
                " k-tiles (at least " + str(kMediumSplitTallMinSliceKTiles) + " each), both " +
