@@ -728,11 +728,25 @@ def test_tf32_splits_128x128_tiles_in_any_tile_rows(M, N, K):
     assert (tuple(p["tile"]), p["split_k"], p["consumers"]) == ((128, 128), 2, 2), p["why"]["tile"]
     assert "tf32: any number" in p["why"]["tile"]
     assert_supported(p, FP32)
-    bf16 = plan(M, N, 2 * K, dtype=BF16)  # the same k-tiles: fewer than 16 tile rows keep 64x128
-    assert (tuple(bf16["tile"]), bf16["split_k"]) == ((64, 128), 1)
     long_k = plan(M, N, 11008, dtype=FP32, tf32_plan=None)  # 344 k-tiles: not split in 2 (tf32's own dealt tiles)
     assert tuple(long_k["tile"]) != (128, 128) or long_k["split_k"] != 2
     assert tuple(plan(128, 6144, 11008, dtype=FP32, tf32_plan=None)["tile"]) == (128, 256)
+
+
+# 16-bit: the same 128x128 tiles split in 2 in two tile rows, or one of at most 48 tiles, from 64
+# k-tiles; 4 to 8 tile rows and wider single rows keep the paired 64x128 tiles, as a shorter K does.
+@pytest.mark.parametrize("M, N, K, split", [
+    (128, 5120, 5120, True), (128, 6144, 28672, True), (256, 3072, 8192, True), (256, 4096, 4096, True),
+    (128, 6912, 8192, False), (128, 8192, 4096, False), (256, 4096, 3072, False), (512, 2048, 8192, False),
+    (1024, 1024, 8192, False),
+])
+def test_sixteen_bit_splits_128x128_tiles_in_one_or_two_tile_rows(M, N, K, split):
+    for dtype in (BF16, "float16"):
+        p = plan(M, N, K, dtype=dtype)
+        chosen = (tuple(p["tile"]), p["split_k"])
+        assert chosen == (((128, 128), 2) if split else ((64, 128), 1)), (dtype, p["why"]["tile"])
+        assert not split or "or one of at most 48 tiles, from 64 k-tiles" in p["why"]["tile"]
+        assert_supported(p, dtype)
 
 
 @pytest.mark.parametrize("M, N, K, groups", [(32, 256, 5120, 2), (128, 256, 8192, 2), (8, 256, 8192, 4),
@@ -775,7 +789,7 @@ def test_at_most_64_rows_keep_128x256_tiles_beyond_one_round():
 
 
 @pytest.mark.parametrize("why, M, N, K", [
-    ("half the SMs busy", 256, 4096, 4096),  # 128 tiles of 64x128
+    ("half the SMs busy", 256, 4096, 3072),  # 128 tiles of 64x128; 48 k-tiles: too short to split
     ("short K", 64, 1536, 960),               # 15 k-tiles: fewer than 8 a slice in two
 ])
 def test_64x128_tiles_unsplit(why, M, N, K):

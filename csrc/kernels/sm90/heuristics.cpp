@@ -171,6 +171,15 @@ constexpr int64_t kMediumSplitMinKTiles = 192;
 // 0.86–0.89 (12 forwards, H200, session 59 in benchmarks/NOTES.md); below kTf32OwnDealtMinKTiles,
 // from which tf32's own dealt 128×256 tiles take those pairs' place (choose_shape).
 constexpr int64_t kMediumSplitTallMinRows = 16;
+// And in two tile rows, or one of at most kMediumSplitOneRowMaxTiles tiles, from
+// kMediumSplitFewMinKTiles k-tiles: against the paired whole 64×128 tiles, 256 rows against 3072
+// and 4096 columns ran 1.00–1.06× as fast, 128 against 5120–6144 columns 1.00–1.08× (K = 4096–
+// 28672; bf16 and fp16 NT, H200, 323e2f6's plan against this one in ABBA processes, session 59),
+// but 128 rows against 6912–8192 columns (54–64 tiles) 0.95–0.98× at K up to 14336; with K =
+// 2048–3072 0.92–0.99× (forced, same session). Where those pairs are dealt out, they stay. 16-bit
+// only: tf32 has its bound above.
+constexpr int64_t kMediumSplitOneRowMaxTiles = 48;
+constexpr int64_t kMediumSplitFewMinKTiles = 64;
 constexpr int64_t kMediumSplitTallMinSliceKTiles = 32;
 // 193 to 256 rows (four rows of 64-row tiles, two of 128-row ones) with at least this many
 // k-tiles, and 32 to 5/8 of a wave of 128×128 tiles, take 128×128 tiles with every turn dealt out
@@ -806,7 +815,9 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
       shape.tile_rule = TileRule::kMediumSplit;
     } else if (split == 1 && o.consumers == 0 &&
                (wide_m >= kMediumSplitTallMinRows ||
-                (tf32_sixteen_bit_plan && k_tiles < kTf32OwnDealtMinKTiles)) &&
+                (tf32_sixteen_bit_plan && k_tiles < kTf32OwnDealtMinKTiles) ||
+                (!tf32_sixteen_bit_plan && k_tiles >= kMediumSplitFewMinKTiles &&
+                 (wide_m == 2 || (wide_m == 1 && medium <= kMediumSplitOneRowMaxTiles)))) &&
                k_tiles >= 2 * kMediumSplitTallMinSliceKTiles &&
                medium <= resident_split_clusters(sms, 2) && reads_both_k_major(p)) {
       shape.consumers = 2, shape.split_k = 2;
@@ -1666,7 +1677,9 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                " tile rows (" +
                (s.tf32_rules == Tf32Rules::kSixteenBit
                     ? "tf32: any number, with fewer than " + str(kTf32OwnDealtMinKTiles) + " k-tiles"
-                    : "at least " + str(kMediumSplitTallMinRows)) +
+                    : "at least " + str(kMediumSplitTallMinRows) + ", or two, or one of at most " +
+                          str(kMediumSplitOneRowMaxTiles) + " tiles, from " +
+                          str(kMediumSplitFewMinKTiles) + " k-tiles") +
                "), within the " +
                str(resident_split_clusters(sms, 2)) + " clusters of 2 counted on as resident, " +
                "run the two-consumer loop over 2 slices of K's " + str(plan.k_tiles) +
