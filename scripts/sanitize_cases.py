@@ -217,6 +217,16 @@ DEFAULT_CASES = (
          "slices a tile (two consumers, a cluster of 4), one box a block",
          "wgmma_sm90", 100, 3000, 8200, dtype="float32",
          expect={"tile": (128, 128), "split_k": 4}),
+    Case("wgmma tf32 128x128 split 2", "tf32, 2 rows of 18 tiles of 128x128 with 66 k-tiles, each "
+         "split in 2 (the 72 of 64x128 would run whole in one wave of pairs); edges in M, N and K",
+         "wgmma_sm90", 200, 2200, 2100, dtype="float32", expect={"tile": (128, 128), "split_k": 2}),
+    Case("wgmma 128x128 split 2 two rows", "2 rows of 18 tiles of 128x128 with 66 k-tiles, each "
+         "split in 2; edges in M, N and K", "wgmma_sm90", 250, 2200, 4200,
+         expect={"tile": (128, 128), "split_k": 2, "cluster": 1}),
+    Case("wgmma tf32 64x128 split 8 in 2 clusters", "tf32, 2 tiles of 64x128 with 141 k-tiles: 8 "
+         "slices in each of 2 clusters a tile, the clusters' sums through the workspace",
+         "wgmma_sm90", 40, 200, 4500, dtype="float32",
+         expect={"tile": (64, 128), "split_k": 8, "split_groups": 2}),
     Case("wgmma tf32 128x128 single", "tf32, 4x24 = 96 tiles of 128x128 in one short wave, single "
          "blocks", "wgmma_sm90", 500, 3000, 72, dtype="float32",
          expect={"tile": (128, 128), "cluster": 1}),
