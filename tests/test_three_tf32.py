@@ -214,6 +214,18 @@ def test_as_accurate_as_sgemm(K, one_product):
     assert err <= (1.0 if K >= 256 else 4.0) * err_sgemm + 1e-9, (err, err_sgemm)
 
 
+def ours_and_torch_mm(a, b):
+    """3xTF32's product and torch.mm's (TF32 off), once their NaN and ±Inf are checked to agree
+    place by place."""
+    with tf32_allowed(False):
+        ours = torch_gemm.mm_tiled(a, b, kernel=KERNEL)
+        theirs = torch.mm(a, b)
+    assert torch.equal(torch.isnan(ours), torch.isnan(theirs))
+    assert torch.equal(torch.isinf(ours), torch.isinf(theirs))
+    assert torch.equal(ours[torch.isinf(theirs)], theirs[torch.isinf(theirs)])
+    return ours, theirs
+
+
 @requires_cuda
 def test_inf_nan_and_huge_values_as_torch_mm():
     """Inf and NaN reach C as torch.mm's float32 gives them: an Inf against exactly representable
@@ -227,12 +239,7 @@ def test_inf_nan_and_huge_values_as_torch_mm():
     huge = torch.finfo(torch.float32).max
     a[3, :] = huge
     b[:, 1] = 2.0**-8
-    with tf32_allowed(False):
-        ours = torch_gemm.mm_tiled(a, b, kernel=KERNEL)
-        theirs = torch.mm(a, b)
-    assert torch.equal(torch.isnan(ours), torch.isnan(theirs))
-    assert torch.equal(torch.isinf(ours), torch.isinf(theirs))
-    assert torch.equal(ours[torch.isinf(theirs)], theirs[torch.isinf(theirs)])
+    ours, _ = ours_and_torch_mm(a, b)
     assert torch.isfinite(ours[3, 1]) and abs(ours[3, 1].item() / (huge * 2.0**-8 * 128) - 1) < 1e-6
 
 
@@ -249,12 +256,7 @@ def test_inf_and_nan_across_chunks_of_k_as_torch_mm():
     a[0, 10], a[1, 4999], a[2, 2600] = math.inf, -math.inf, math.nan
     a[3, 100], a[3, 4000] = math.inf, -math.inf
     b[4500, 7] = math.inf
-    with tf32_allowed(False):
-        ours = torch_gemm.mm_tiled(a, b, kernel=KERNEL)
-        theirs = torch.mm(a, b)
-    assert torch.equal(torch.isnan(ours), torch.isnan(theirs))
-    assert torch.equal(torch.isinf(ours), torch.isinf(theirs))
-    assert torch.equal(ours[torch.isinf(theirs)], theirs[torch.isinf(theirs)])
+    _, theirs = ours_and_torch_mm(a, b)
     assert torch.isinf(theirs).any() and torch.isnan(theirs).any()
 
 
@@ -277,13 +279,9 @@ def test_overflow_of_the_cross_terms_or_of_big_big_as_torch_mm():
     a2 = torch.full((128, 128), 2.0**100, device="cuda")
     b2 = torch.full((128, 128), 2.0**40 - 2.0**28, device="cuda")  # big 2^40, small -2^28
     pairs.append((a2, b2))
-    with tf32_allowed(False):
-        for x, y in pairs:
-            ours, theirs = torch_gemm.mm_tiled(x, y, kernel=KERNEL), torch.mm(x, y)
-            assert torch.equal(torch.isnan(ours), torch.isnan(theirs))
-            assert torch.equal(torch.isinf(ours), torch.isinf(theirs))
-            assert torch.equal(ours[torch.isinf(theirs)], theirs[torch.isinf(theirs)])
-            assert torch.isinf(theirs).any()
+    for x, y in pairs:
+        _, theirs = ours_and_torch_mm(x, y)
+        assert torch.isinf(theirs).any()
 
 
 @requires_cuda
