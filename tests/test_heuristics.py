@@ -726,11 +726,15 @@ def test_tf32_follows_the_sixteen_bit_rules_with_both_operands_k_major():
 def test_tf32_splits_128x128_tiles_in_any_tile_rows(M, N, K):
     p = plan(M, N, K, dtype=FP32, tf32_plan=None)
     assert (tuple(p["tile"]), p["split_k"], p["consumers"]) == ((128, 128), 2, 2), p["why"]["tile"]
-    assert "tf32: any number" in p["why"]["tile"]
+    assert "(tf32: any number, with fewer than 344 k-tiles)" in p["why"]["tile"]
     assert_supported(p, FP32)
     long_k = plan(M, N, 11008, dtype=FP32, tf32_plan=None)  # 344 k-tiles: not split in 2 (tf32's own dealt tiles)
     assert tuple(long_k["tile"]) != (128, 128) or long_k["split_k"] != 2
     assert tuple(plan(128, 6144, 11008, dtype=FP32, tf32_plan=None)["tile"]) == (128, 256)
+    # 16 tile rows or more take the split at any K, and explain names that rule.
+    tall = plan(2176, 256, 11008, dtype=FP32, tf32_plan=None)
+    assert (tuple(tall["tile"]), tall["split_k"]) == ((128, 128), 2)
+    assert "17 tile rows (at least 16)" in tall["why"]["tile"], tall["why"]["tile"]
 
 
 # 16-bit: the same 128x128 tiles split in 2 in two tile rows, or one of at most 48 tiles, from 64
@@ -745,7 +749,8 @@ def test_sixteen_bit_splits_128x128_tiles_in_one_or_two_tile_rows(M, N, K, split
         p = plan(M, N, K, dtype=dtype)
         chosen = (tuple(p["tile"]), p["split_k"])
         assert chosen == (((128, 128), 2) if split else ((64, 128), 1)), (dtype, p["why"]["tile"])
-        assert not split or "or one of at most 48 tiles, from 64 k-tiles" in p["why"]["tile"]
+        rows_rule = "(16-bit: two rows at any width)" if M > 128 else "(16-bit: one row of at most 48 tiles)"
+        assert not split or rows_rule in p["why"]["tile"], p["why"]["tile"]
         assert_supported(p, dtype)
 
 

@@ -168,18 +168,18 @@ constexpr int64_t kMediumSplitMinKTiles = 192;
 // longer K, kWideDealt takes them instead (from kWideDealtMinKTiles). tf32 under the 16-bit rules
 // takes them in any number of tile rows: 128 to 1024 rows against 1024–6144 columns (40 to 64
 // tiles of 128×128), K = 2560–8192, ran 0.95–1.01 of torch against the paired 64×128 tiles'
-// 0.86–0.89 (12 forwards, H200, session 59 in benchmarks/NOTES.md); below kTf32OwnDealtMinKTiles,
-// from which tf32's own dealt 128×256 tiles take those pairs' place (choose_shape).
+// 0.86–0.89 (12 forwards, H200, session 59 in benchmarks/NOTES.md); below kTf32OwnDealtMinKTiles
+// only, from which choose_shape puts tf32's own dealt 128×256 tiles in those pairs' place where
+// its own rules deal them (measured there; elsewhere the pairs stay, not measured against these).
 constexpr int64_t kMediumSplitTallMinRows = 16;
-// And in two tile rows, or one of at most kMediumSplitOneRowMaxTiles tiles, from
-// kMediumSplitFewMinKTiles k-tiles: against the paired whole 64×128 tiles, 256 rows against 3072
+// And in two tile rows, or one of at most kMediumSplitOneRowMaxTiles tiles (K of 64 k-tiles or
+// more, as every slice's 32 ask): against the paired whole 64×128 tiles, 256 rows against 3072
 // and 4096 columns ran 1.00–1.06× as fast, 128 against 5120–6144 columns 1.00–1.08× (K = 4096–
 // 28672; bf16 and fp16 NT, H200, 323e2f6's plan against this one in ABBA processes, session 59),
 // but 128 rows against 6912–8192 columns (54–64 tiles) 0.95–0.98× at K up to 14336; with K =
 // 2048–3072 0.92–0.99× (forced, same session). Where those pairs are dealt out, they stay. 16-bit
 // only: tf32 has its bound above.
 constexpr int64_t kMediumSplitOneRowMaxTiles = 48;
-constexpr int64_t kMediumSplitFewMinKTiles = 64;
 constexpr int64_t kMediumSplitTallMinSliceKTiles = 32;
 // 193 to 256 rows (four rows of 64-row tiles, two of 128-row ones) with at least this many
 // k-tiles, and 32 to 5/8 of a wave of 128×128 tiles, take 128×128 tiles with every turn dealt out
@@ -816,7 +816,7 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
     } else if (split == 1 && o.consumers == 0 &&
                (wide_m >= kMediumSplitTallMinRows ||
                 (tf32_sixteen_bit_plan && k_tiles < kTf32OwnDealtMinKTiles) ||
-                (!tf32_sixteen_bit_plan && k_tiles >= kMediumSplitFewMinKTiles &&
+                (!tf32_sixteen_bit_plan &&
                  (wide_m == 2 || (wide_m == 1 && medium <= kMediumSplitOneRowMaxTiles)))) &&
                k_tiles >= 2 * kMediumSplitTallMinSliceKTiles &&
                medium <= resident_split_clusters(sms, 2) && reads_both_k_major(p)) {
@@ -1670,22 +1670,24 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
                "turns in " + str(kSmallDealtOverMediumSplitMinShares) + " or 4 equal shares long "
                "enough (see kSmallDealt)";
       break;
-    case TileRule::kMediumSplitTall:
+    case TileRule::kMediumSplitTall: {
+      const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM);
+      const std::string rows_rule =
+          wide_m >= kMediumSplitTallMinRows ? "at least " + str(kMediumSplitTallMinRows)
+          : s.tf32_rules == Tf32Rules::kSixteenBit
+              ? "tf32: any number, with fewer than " + str(kTf32OwnDealtMinKTiles) + " k-tiles"
+          : wide_m == 2 ? std::string("16-bit: two rows at any width")
+                        : "16-bit: one row of at most " + str(kMediumSplitOneRowMaxTiles) + " tiles";
       r.tile = "128x128 split in 2 along K, two consumer warpgroups: " + no_wide + "; the " +
                str(s.small_tiles) + " tiles of 64x128 would run whole in one wave, where " +
-               str(s.medium_tiles) + " tiles of 128x128 in " + str(ceil_div(p.M, kWgmmaBlockM)) +
-               " tile rows (" +
-               (s.tf32_rules == Tf32Rules::kSixteenBit
-                    ? "tf32: any number, with fewer than " + str(kTf32OwnDealtMinKTiles) + " k-tiles"
-                    : "at least " + str(kMediumSplitTallMinRows) + ", or two, or one of at most " +
-                          str(kMediumSplitOneRowMaxTiles) + " tiles, from " +
-                          str(kMediumSplitFewMinKTiles) + " k-tiles") +
-               "), within the " +
+               str(s.medium_tiles) + " tiles of 128x128 in " + str(wide_m) + " tile rows (" +
+               rows_rule + "), within the " +
                str(resident_split_clusters(sms, 2)) + " clusters of 2 counted on as resident, " +
                "run the two-consumer loop over 2 slices of K's " + str(plan.k_tiles) +
                " k-tiles (at least " + str(kMediumSplitTallMinSliceKTiles) + " each), both " +
                "operands K-major";
       break;
+    }
     case TileRule::kMedium:
       r.tile = "128x128, two consumer warpgroups: the " + str(s.small_tiles) +
                " tiles of 64x128 would not fit in one wave, and the " + str(s.medium_tiles) +

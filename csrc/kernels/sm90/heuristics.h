@@ -227,8 +227,9 @@ int64_t three_tf32_segment(int64_t K);  // K rounded up to a tf32 k-tile
 // kernel), K is cut into `chunks` of chunk_k (a whole number of k-tiles; the last one shorter),
 // run as a batch of products into fp32 partials in the workspace (chunks × M × N, dense), which
 // one more kernel adds up, with the bias, into C. An Inf or NaN operand reaches C as in one
-// product; finite sums that overflow in two chunks with opposite signs give NaN where one long
-// sum may give an Inf (as any split of K may). A caller's batch of products is not cut
+// product; a chunk's finite sum that overflows meets the other chunks' as an Inf, so with an
+// opposite Inf or overflow in another chunk it gives NaN where one long sum may give an Inf (as
+// any split of K may). A caller's batch of products is not cut
 // (chunks 1). three_tf32_chunks: the count whose estimated time is least (tiles.h).
 int64_t three_tf32_chunks(const GemmParams& p);
 int64_t three_tf32_chunk_k(int64_t K, int64_t chunks);  // chunk z starts at z·chunk_k
