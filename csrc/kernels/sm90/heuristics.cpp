@@ -365,6 +365,20 @@ constexpr int64_t kTf32DealtManySharesMinKTiles = 160;
 // tiles or deal out paired 128×128 ones: there those ran slower than the 128×256 ones on most of
 // the 128–512-token forwards of the H200 tf32 grid, and faster below it (session 54).
 constexpr int64_t kTf32OwnDealtMinKTiles = 344;
+
+// Which of kMediumSplitTall's row rules (above) lets a product of wide_m rows of 128-row tiles and
+// `medium` 128×128 tiles take it, or kNone; the rule and its explanation both ask here.
+enum class MediumSplitRows { kNone, kTall, kTf32, kTwoRows, kOneRow };
+MediumSplitRows medium_split_rows(int64_t wide_m, int64_t medium, int64_t k_tiles,
+                                  bool tf32_sixteen_bit_plan) {
+  if (wide_m >= kMediumSplitTallMinRows) return MediumSplitRows::kTall;
+  if (tf32_sixteen_bit_plan) {
+    return k_tiles < kTf32OwnDealtMinKTiles ? MediumSplitRows::kTf32 : MediumSplitRows::kNone;
+  }
+  if (wide_m == 2) return MediumSplitRows::kTwoRows;
+  return wide_m == 1 && medium <= kMediumSplitOneRowMaxTiles ? MediumSplitRows::kOneRow
+                                                             : MediumSplitRows::kNone;
+}
 // And, with few rows, its own 64×256 tiles split along K where the 16-bit rules would take as many
 // blocks of 64×128 ones: split in 2 against whole 64×128 tiles up to kTf32OwnSplitTwoMaxRows rows,
 // split in 4 against 64×128 ones split in 2 up to kTf32OwnSplitFourMaxRows rows with K of
@@ -814,10 +828,8 @@ Shape choose_tiles(const GemmParams& p, int64_t sms, const Overrides& o,
       shape.consumers = 2, shape.split_k = kMediumSlices;
       shape.tile_rule = TileRule::kMediumSplit;
     } else if (split == 1 && o.consumers == 0 &&
-               (wide_m >= kMediumSplitTallMinRows ||
-                (tf32_sixteen_bit_plan && k_tiles < kTf32OwnDealtMinKTiles) ||
-                (!tf32_sixteen_bit_plan &&
-                 (wide_m == 2 || (wide_m == 1 && medium <= kMediumSplitOneRowMaxTiles)))) &&
+               medium_split_rows(wide_m, medium, k_tiles, tf32_sixteen_bit_plan) !=
+                   MediumSplitRows::kNone &&
                k_tiles >= 2 * kMediumSplitTallMinSliceKTiles &&
                medium <= resident_split_clusters(sms, 2) && reads_both_k_major(p)) {
       shape.consumers = 2, shape.split_k = 2;
@@ -1215,17 +1227,19 @@ WgmmaPlan plan_product(const GemmParams& p, const Shape& shape, const Overrides&
   return plan;
 }
 
-int64_t three_tf32_segment(int64_t K) { return round_up(K, F::kKTileBytes / int64_t{sizeof(float)}); }
+constexpr int64_t kTf32KTile = F::kKTileBytes / int64_t{sizeof(float)};  // floats a k-tile
+
+int64_t three_tf32_segment(int64_t K) { return round_up(K, kTf32KTile); }
 
 int64_t three_tf32_chunk_k(int64_t K, int64_t chunks) {
-  return chunks > 1 ? round_up(ceil_div(K, chunks), F::kKTileBytes / int64_t{sizeof(float)}) : K;
+  return chunks > 1 ? round_up(ceil_div(K, chunks), kTf32KTile) : K;
 }
 
 int64_t three_tf32_chunks(const GemmParams& p) {
   if (p.batch != 1 || p.sm_count <= 0 || p.M <= 0 || p.N <= 0 || p.K < 2 * kThreeTf32MinChunkK) {
     return 1;
   }
-  const int64_t sms = p.sm_count, k_tile = F::kKTileBytes / int64_t{sizeof(float)};
+  const int64_t sms = p.sm_count;
   int64_t best = 1;
   double best_cost = 0.0;
   for (int64_t chunks = 1; chunks <= kThreeTf32MaxChunks; ++chunks) {
@@ -1239,7 +1253,7 @@ int64_t three_tf32_chunks(const GemmParams& p) {
         ceil_div(p.M, int64_t{shape.block_m()}) * ceil_div(p.N, int64_t{shape.block_n}) * chunks;
     // The time in k-tiles of a 128-row tile on every SM: rounds of tiles times a tile's k-tiles,
     // a 64-row tile's taking half as long; then the partials, written and read, and C.
-    double cost = static_cast<double>(ceil_div(tiles, sms) * (q.K / k_tile)) * shape.block_m() /
+    double cost = static_cast<double>(ceil_div(tiles, sms) * (q.K / kTf32KTile)) * shape.block_m() /
                   kWgmmaBlockM;
     if (chunks > 1) {
       cost += static_cast<double>((2 * chunks + 1) * p.M * p.N * int64_t{sizeof(float)}) /
@@ -1672,12 +1686,15 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       break;
     case TileRule::kMediumSplitTall: {
       const int64_t wide_m = ceil_div(p.M, kWgmmaBlockM);
+      const MediumSplitRows rows = medium_split_rows(wide_m, s.medium_tiles, plan.k_tiles,
+                                                     s.tf32_rules == Tf32Rules::kSixteenBit);
       const std::string rows_rule =
-          wide_m >= kMediumSplitTallMinRows ? "at least " + str(kMediumSplitTallMinRows)
-          : s.tf32_rules == Tf32Rules::kSixteenBit
+          rows == MediumSplitRows::kTall ? "at least " + str(kMediumSplitTallMinRows)
+          : rows == MediumSplitRows::kTf32
               ? "tf32: any number, with fewer than " + str(kTf32OwnDealtMinKTiles) + " k-tiles"
-          : wide_m == 2 ? std::string("16-bit: two rows at any width")
-                        : "16-bit: one row of at most " + str(kMediumSplitOneRowMaxTiles) + " tiles";
+          : rows == MediumSplitRows::kTwoRows
+              ? std::string("16-bit: two rows at any width")
+              : "16-bit: one row of at most " + str(kMediumSplitOneRowMaxTiles) + " tiles";
       r.tile = "128x128 split in 2 along K, two consumer warpgroups: " + no_wide + "; the " +
                str(s.small_tiles) + " tiles of 64x128 would run whole in one wave, where " +
                str(s.medium_tiles) + " tiles of 128x128 in " + str(wide_m) + " tile rows (" +
