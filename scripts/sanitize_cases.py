@@ -331,6 +331,13 @@ DEFAULT_CASES = (
     Case("gemv streamed split", "float32, 1 row against 64 long columns: each column split over 8 "
          "warps (the fewest waves times batches), their sums meeting in shared memory",
          "gemv", 1, 64, 16384, dtype="float32", expect={"auto": "gemv"}),
+    Case("gemv float32 rows", "float32, 3 rows with a bias: one group of 4 rows (the fourth reads "
+         "row 0 and is not stored), B streamed, A's vectors from L1 inside the multiply",
+         "gemv", 3, 1000, 1000, dtype="float32", op="linear", expect={"auto": "gemv"}),
+    Case("gemv float32 row groups", "float32, 13 rows: two groups of 8 (the second 5 full) over "
+         "the grid's y, 1001 columns (the last block's warps partly past N), K = 1028 (kernel= "
+         "only: auto takes multistage past 8 rows)",
+         "gemv", 13, 1001, 1028, dtype="float32"),
     Case("multistage split-K", "float32, 64 rows: 2 small tiles and 128 k-tiles, split 8 ways "
          "(plan_multistage, not exposed on the CPU: unchecked)",
          "multistage", 64, 256, 4096, dtype="float32"),

@@ -1436,7 +1436,11 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (8, 1024, 4096, FP32, 90, True, 1, "decode_sm80"),
     (16, 1024, 4096, FP32, 90, True, 4096, "multistage"), # B's columns not contiguous
     (16, 1024, 4096, FP32, 80, True, 1, "multistage"),    # tf32 decode measured on sm_90 only
-    (16, 1024, 4096, FP32, 90, False, 1, "multistage"),   # TF32 off
+    (8, 1024, 4096, FP32, 80, True, 1, "gemv"),           # ... gemv's float32 rows instead
+    (8, 1024, 4096, FP32, 90, False, 1, "gemv"),          # TF32 off: up to 8 rows on gemv
+    (9, 1024, 4096, FP32, 90, False, 1, "multistage"),
+    (8, 1024, 4096, FP32, 90, False, 4096, "multistage"), # B's columns not contiguous
+    (8, 1024, 4096, "float64", 90, False, 1, "smem32"),   # float64: two rows
     (64, 2048, 256, FP32, 90, True, 1, "multistage"),     # 8, too short a K to split: the CUDA cores
     (64, 2048, 2048, FP32, 90, True, 1, "wgmma_sm90"),    # 8 tiles split in 8
     (96, 2048, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 tiles of 64x256 split in 4
@@ -1445,7 +1449,7 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (64, 14336, 4096, FP32, 90, False, 1, "multistage"),  # TF32 off
     (4096, 4096, 4096, FP32, 90, False, 1, "multistage"),
     (4096, 4096, 4096, FP32, 86, True, 1, "multistage"),
-    (16, 4096, 4096, FP32, 75, False, 1, "smem16"),
+    (16, 4096, 4096, FP32, 75, False, 1, "smem16"),        # sm_75: gemv for two rows only
     (512, 512, 512, FP32, 75, False, 1, "smem32"),
     (4096, 4096, 4096, FP32, 75, False, 1, "warptile"),
     (4096, 4096, 4096, "float64", 90, True, 1, "smem32"),

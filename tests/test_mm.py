@@ -767,20 +767,22 @@ def test_tf32_few_rows_against_a_weight(M, N, kernel):
         odd_k = x[:, :515], w[:, :515]  # no 16-byte vectors: decode_sm80 hands it to gemv
         assert_close_to_reference(torch_gemm.linear_tiled(*odd_k), odd_k[0], odd_k[1].t())
     with tf32_allowed(False):
-        assert torch_gemm.explain(x, w.t())["kernel"] == ("multistage" if M > 2 else "gemv")
+        assert torch_gemm.explain(x, w.t())["kernel"] == ("multistage" if M > 8 else "gemv")
 
 
-# gemv's streamed path (one or two rows in float32, bf16 and fp16: each lane's 8 vectors of B with
-# A's before the multiply, a column split over 1 to 8 warps by waves and batches): a K shorter
+# gemv's loops (one or two rows in float32, bf16 and fp16: each lane's 8 vectors of B with A's
+# before the multiply; float32's groups of 4 and 8 rows: B streamed, A inside the multiply; more
+# 16-bit rows: plain loads; a column split over 1 to 8 warps by waves and batches): a K shorter
 # than one batch, a part-empty last batch (250 vectors of float32), 64 long columns split over 8
-# warps, columns past a block's 8 (N = 7, 3001); with a bias, and a batch of 3 whose operands are
-# slices of larger tensors (strided, still 16-byte vectors), against float64.
+# warps, columns past a block's 8 (N = 7, 3001); rows filling a group or not, and two groups (13,
+# 16); with a bias, and a batch of 3 whose operands are slices of larger tensors (strided, still
+# 16-byte vectors), against float64.
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("M", [1, 2])
+@pytest.mark.parametrize("M", [1, 2, 3, 8, 13, 16])
 @pytest.mark.parametrize("N, K", [(100, 64), (1000, 1000), (64, 16384), (3001, 2056), (7, 8)])
-def test_gemv_streamed_rows(M, N, K, dtype):
-    gen = generator("cuda", "gemv_streamed", M, N, K, str(dtype))
+def test_gemv_rows(M, N, K, dtype):
+    gen = generator("cuda", "gemv_rows", M, N, K, str(dtype))
     x, w = randn((M, K), dtype, "cuda", gen), randn((N, K), dtype, "cuda", gen)
     bias = randn((N,), dtype, "cuda", gen)
     with tf32_allowed(False), poisoned_outputs():

@@ -40,7 +40,8 @@ REQUIRED_PATHS = {
     "decode 1 token tile unsplit", "decode 1 token tile split", "decode 2 token tiles unsplit",
     "decode 2 token tiles split", "decode 4 token tiles", "decode 8 token tiles", "decode tf32 split",
     "decode tf32 4 token tiles", "decode tf32 8 token tiles", "decode N-major cluster of 4",
-    "decode N-major edges", "gemv", "gemv streamed two rows", "gemv streamed split", "multistage split-K",
+    "decode N-major edges", "gemv", "gemv streamed two rows", "gemv streamed split", "gemv float32 rows",
+    "gemv float32 row groups", "multistage split-K",
 }
 
 

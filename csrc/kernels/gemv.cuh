@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/grid.cuh"
 #include "kernels/numeric.cuh"
@@ -14,22 +15,33 @@ struct GemvConfig {
   static constexpr int kThreads = 256;
   static constexpr int kWarps = kThreads / 32;
   static constexpr int kVectorBytes = 16;
-  // Up to kStreamMaxRows rows (the decode of one or two tokens, where a product is B's bytes and
-  // nothing else), each lane loads kStreamUnroll vectors of B and the matching ones of A before it
-  // multiplies, B bypassing L1 (from sm_80). Over the models grid's weights (every one in float32,
-  // the small ones gemv takes in bf16), with the launcher's split: 1.16× cuBLAS in float32 at one
-  // row (min 0.95), 1.29× at two, 1.37× and 1.56× in bf16, against 1.03× (min 0.79), 1.10×, 1.30×
-  // and 1.47× with A loaded inside the multiply and kUnroll vectors (H200, session 55). More rows
-  // keep that loop: their A vectors would not fit in registers beside B's; and so does float64 (not
-  // measured).
-  static constexpr int kStreamMaxRows = 2;
-  static constexpr int kStreamUnroll = 8;
-  static constexpr int kUnroll = 4;  // vectors of B each lane loads before it multiplies
-  template <typename T, int kRows>
-  static constexpr bool kStreams = kRows <= kStreamMaxRows && sizeof(T) <= 4;
-  template <typename T, int kRows>
-  static constexpr int kUnrollFor = kStreams<T, kRows> ? kStreamUnroll : kUnroll;
 };
+
+// How a lane walks its share of a column in 16-byte vectors: kUnroll vectors of B a batch, all
+// issued before the first multiply; A's matching vectors loaded with them (kPreloadA: one wait
+// covers both) or inside the multiply from L1; B streamed past L1 with an L2 prefetch hint
+// (kStreamB, load_streamed) or loaded plainly.
+template <int kUnrollValue, bool kPreloadAValue, bool kStreamBValue>
+struct GemvLoop {
+  static constexpr int kUnroll = kUnrollValue;
+  static constexpr bool kPreloadA = kPreloadAValue;
+  static constexpr bool kStreamB = kStreamBValue;
+};
+
+// Up to two rows (the decode of one or two tokens, where a product is B's bytes and nothing else)
+// in float32, bf16 and fp16: 8 vectors a lane with A's, B streamed. Over the models grid's weights
+// (every one in float32, the small ones gemv takes in bf16), with the launcher's split: 1.16×
+// cuBLAS in float32 at one row (min 0.95), 1.29× at two, 1.37× and 1.56× in bf16, against 1.03×
+// (min 0.79), 1.10×, 1.30× and 1.47× with A loaded inside the multiply and 4 vectors (H200, session
+// 55). float32 in row groups of 4 and 8: B streamed, 8 vectors a lane, A's rows from L1 inside
+// the multiply (their vectors would not fit in registers beside B's); over the grid's weights at
+// 3, 4 and 8 rows 1.78×, 1.39× and 1.16× cuBLAS, where 4 plain loads ran 1.72×, 1.37×, 1.04× and
+// A preloaded with 4 or 2 vectors 1.59×, 1.28×, 1.04× (H200, session 60). The rest (more 16-bit
+// rows, float64): 4 vectors, plain loads.
+template <typename T, int kRows>
+using GemvLoopFor = std::conditional_t<
+    kRows <= 2 && sizeof(T) <= 4, GemvLoop<8, true, true>,
+    std::conditional_t<sizeof(T) == 4, GemvLoop<8, false, true>, GemvLoop<4, false, false>>>;
 
 // One 16-byte vector of B, read once: not kept in L1 (A's rows are), and L2 asked to fetch the
 // whole 256-byte line ahead. Plain loads before sm_80, whose PTX lacks the prefetch size.
@@ -56,9 +68,8 @@ struct alignas(GemvConfig::kVectorBytes) GemvVector {
 // which split K between them. Each lane walks k (in kVector 16-byte vectors where the launcher
 // found A's rows and B's columns contiguous and aligned, else one element at a time), keeps kRows
 // sums, and the sums meet by warp shuffles, then across the group's warps in shared memory. With
-// at most kStreamMaxRows rows (GemvConfig::kStreams), a lane's vectors of A are loaded with B's, so
-// that one wait covers both.
-template <typename T, int kRows, int kWarpsPerColumn, bool kVector>
+// 16-byte vectors, Loop (a GemvLoop) says how a lane's batches read B and A.
+template <typename T, int kRows, int kWarpsPerColumn, bool kVector, class Loop>
 __global__ void __launch_bounds__(GemvConfig::kThreads)
 gemm_gemv_kernel(GemmParams p) {
   using Acc = acc_t<T>;
@@ -91,26 +102,27 @@ gemm_gemv_kernel(GemmParams p) {
       const T* b_column = B + n * p.b_stride_n;
       const int64_t step = int64_t{32} * kWarpsPerColumn;
       if constexpr (kVector) {
-        constexpr bool kStreams = GemvConfig::kStreams<T, kRows>;
-        constexpr int kUnroll = GemvConfig::kUnrollFor<T, kRows>;
+        constexpr int kUnroll = Loop::kUnroll;
         const uint4* b_vectors = reinterpret_cast<const uint4*>(b_column);
         const int64_t vectors = p.K / kVec;
         for (int64_t v0 = part * 32 + lane; v0 < vectors; v0 += step * kUnroll) {
           // The raw 16-byte vectors (four 32-bit registers each), read as kVec elements only where
           // multiplied: held as Vectors, 16-bit elements would take a register each.
           uint4 rB[kUnroll];
-          uint4 rA[kStreams ? kUnroll : 1][kRows];
+          uint4 rA[Loop::kPreloadA ? kUnroll : 1][kRows];
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u) {
             const int64_t v = v0 + u * step;
             // B is read once: all of this lane's loads of it issued before the first multiply.
             if (v < vectors) {
-              if constexpr (kStreams) {
+              if constexpr (Loop::kStreamB) {
                 rB[u] = load_streamed(b_vectors + v);
-#pragma unroll
-                for (int r = 0; r < kRows; ++r) rA[u][r] = __ldg(reinterpret_cast<const uint4*>(a_rows[r]) + v);
               } else {
                 rB[u] = b_vectors[v];
+              }
+              if constexpr (Loop::kPreloadA) {
+#pragma unroll
+                for (int r = 0; r < kRows; ++r) rA[u][r] = __ldg(reinterpret_cast<const uint4*>(a_rows[r]) + v);
               }
             }
           }
@@ -123,7 +135,7 @@ gemm_gemv_kernel(GemmParams p) {
             for (int r = 0; r < kRows; ++r) {
               // A's rows are few and read by every column's warps: kept in L1 (__ldg).
               uint4 a_bits;
-              if constexpr (kStreams) {
+              if constexpr (Loop::kPreloadA) {
                 a_bits = rA[u][r];
               } else {
                 a_bits = __ldg(reinterpret_cast<const uint4*>(a_rows[r]) + v);

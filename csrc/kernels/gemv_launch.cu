@@ -35,20 +35,20 @@ bool vector_loads_ok(const GemmParams& p) {
          stride_ok(p.a_stride_batch, p.batch) && stride_ok(p.b_stride_batch, p.batch);
 }
 
-template <typename T, int kRows, int kWarpsPerColumn, bool kVector>
+template <typename T, int kRows, int kWarpsPerColumn, bool kVector, class Loop>
 LaunchStatus launch_shape(const GemmParams& p, cudaStream_t stream) {
   constexpr int64_t kColumnsPerBlock = GemvConfig::kWarps / kWarpsPerColumn;
   return for_each_batch_chunk(p, kMaxGridZ, [&](const GemmParams& chunk) {
     const dim3 grid(static_cast<unsigned>(ceil_div(p.N, kColumnsPerBlock)),
                     grid_y_for(ceil_div(p.M, kRows)), static_cast<unsigned>(chunk.batch));
-    gemm_gemv_kernel<T, kRows, kWarpsPerColumn, kVector><<<grid, GemvConfig::kThreads, 0, stream>>>(chunk);
+    gemm_gemv_kernel<T, kRows, kWarpsPerColumn, kVector, Loop><<<grid, GemvConfig::kThreads, 0, stream>>>(chunk);
     return check_launch("gemm_gemv_kernel");
   });
 }
 
 // Blocks of one instantiation resident on a multiprocessor of the current device, asked once per
 // device.
-template <typename T, int kRows, int kWarpsPerColumn, bool kVector>
+template <typename T, int kRows, int kWarpsPerColumn, bool kVector, class Loop>
 LaunchStatus resident_blocks(int* blocks) {
   static PerDeviceValue cached;
   int device = 0;
@@ -56,7 +56,7 @@ LaunchStatus resident_blocks(int* blocks) {
   if (!status.ok()) return status;
   return cached.get(device, blocks, [](int* value) {
     return check_call(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                          value, gemm_gemv_kernel<T, kRows, kWarpsPerColumn, kVector>, GemvConfig::kThreads, 0),
+                          value, gemm_gemv_kernel<T, kRows, kWarpsPerColumn, kVector, Loop>, GemvConfig::kThreads, 0),
                       "cudaOccupancyMaxActiveBlocksPerMultiprocessor of gemm_gemv_kernel");
   });
 }
@@ -68,8 +68,8 @@ double round_efficiency(int64_t blocks, int64_t resident) {
   return rounds / std::ceil(rounds);
 }
 
-// Warps per column where a lane streams its loads of B (GemvConfig::kStreams, 16-byte vectors):
-// the split whose waves of resident blocks times each warp's batches of kStreamUnroll loads is
+// Warps per column where a lane streams its loads of B (GemvLoop::kStreamB, 16-byte vectors):
+// the split whose waves of resident blocks times each warp's batches of `unroll` loads is
 // least, the larger split where two tie. A lane waits about one memory latency a batch, and a
 // wave's warps wait together, so that count is the time's; a batch part empty costs a whole one.
 // Over the models grid's weights (float32 at one and two rows, the bf16 ones gemv takes) its
@@ -77,34 +77,34 @@ double round_efficiency(int64_t blocks, int64_t resident) {
 // row, min 0.95), where the most warps that leave each lane a whole batch ran 1.12× (min 0.91):
 // that split took 4 warps a column for many columns of a K that leaves a lane 10 vectors (N of
 // 11008–28672, K of 5120 in float32), where this one keeps them whole (H200, session 55).
-int64_t streamed_cost(int64_t slices, int64_t vectors_per_column, int warps, int64_t resident_blocks) {
+int64_t streamed_cost(int64_t slices, int64_t vectors_per_column, int warps, int unroll, int64_t resident_blocks) {
   const int64_t blocks = ceil_div(slices * warps, int64_t{GemvConfig::kWarps});
   const int64_t waves = ceil_div(blocks, std::max<int64_t>(resident_blocks, 1));
-  const int64_t batches = ceil_div(vectors_per_column, int64_t{32} * warps * GemvConfig::kStreamUnroll);
+  const int64_t batches = ceil_div(vectors_per_column, int64_t{32} * warps * unroll);
   return waves * std::max<int64_t>(batches, 1);
 }
 
-template <typename T, int kRows, bool kVector>
+template <typename T, int kRows, bool kVector, class Loop = GemvLoopFor<T, kRows>>
 struct SplitChoice {
-  // The split of K (warps per column): for streamed rows (GemvConfig::kStreams) by streamed_cost;
+  // The split of K (warps per column): where B is streamed (GemvLoop::kStreamB) by streamed_cost;
   // else the split that fills the device's rounds best, the smaller one where two fill them as
   // well (fewer partial sums).
   static LaunchStatus run(const GemmParams& p, cudaStream_t stream) {
     const int64_t slices = p.N * ceil_div(p.M, int64_t{kRows}) * p.batch;  // (column, row group) pairs
     const int64_t sms = sm_count_of(p);
     int per_sm[4] = {0, 0, 0, 0};
-    LaunchStatus status = resident_blocks<T, kRows, 1, kVector>(&per_sm[0]);
-    if (status.ok()) status = resident_blocks<T, kRows, 2, kVector>(&per_sm[1]);
-    if (status.ok()) status = resident_blocks<T, kRows, 4, kVector>(&per_sm[2]);
-    if (status.ok()) status = resident_blocks<T, kRows, 8, kVector>(&per_sm[3]);
+    LaunchStatus status = resident_blocks<T, kRows, 1, kVector, Loop>(&per_sm[0]);
+    if (status.ok()) status = resident_blocks<T, kRows, 2, kVector, Loop>(&per_sm[1]);
+    if (status.ok()) status = resident_blocks<T, kRows, 4, kVector, Loop>(&per_sm[2]);
+    if (status.ok()) status = resident_blocks<T, kRows, 8, kVector, Loop>(&per_sm[3]);
     if (!status.ok()) return status;
     int best = 0;
-    if constexpr (kVector && GemvConfig::kStreams<T, kRows>) {
+    if constexpr (kVector && Loop::kStreamB) {
       const int64_t vectors = p.K / GemvVector<T>::kVec;
       int64_t best_cost = 0;
       for (int i = 0, warps = 1; warps <= kMaxWarpsPerColumn; ++i, warps *= 2) {
         if (warps > 1 && vectors < int64_t{32} * warps) break;  // a warp without a vector
-        const int64_t cost = streamed_cost(slices, vectors, warps, sms * per_sm[i]);
+        const int64_t cost = streamed_cost(slices, vectors, warps, Loop::kUnroll, sms * per_sm[i]);
         if (i == 0 || cost <= best_cost) best = i, best_cost = cost;
       }
     } else {
@@ -118,10 +118,10 @@ struct SplitChoice {
       }
     }
     switch (best) {
-      case 0: return launch_shape<T, kRows, 1, kVector>(p, stream);
-      case 1: return launch_shape<T, kRows, 2, kVector>(p, stream);
-      case 2: return launch_shape<T, kRows, 4, kVector>(p, stream);
-      default: return launch_shape<T, kRows, kMaxWarpsPerColumn, kVector>(p, stream);
+      case 0: return launch_shape<T, kRows, 1, kVector, Loop>(p, stream);
+      case 1: return launch_shape<T, kRows, 2, kVector, Loop>(p, stream);
+      case 2: return launch_shape<T, kRows, 4, kVector, Loop>(p, stream);
+      default: return launch_shape<T, kRows, kMaxWarpsPerColumn, kVector, Loop>(p, stream);
     }
   }
 };

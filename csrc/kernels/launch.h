@@ -34,7 +34,7 @@ MultistageChoice multistage_choice(int64_t M, int64_t N, int64_t K);
 
 // A few rows of A against B streamed once (decode): matrix-vector products on the CUDA cores,
 // 16-byte loads where A's rows and B's columns are contiguous (a linear's weight is). kernel="auto"
-// takes it up to kGemvMaxRows16Bit / kGemvMaxRowsWide rows (tiles.h).
+// takes it up to kGemvMaxRows16Bit / kGemvMaxRowsWide / kGemvMaxRowsFloat32 rows (tiles.h).
 LaunchStatus launch_gemm_gemv(const GemmParams& params, cudaStream_t stream);
 
 // Decode on the tensor cores (mma.sync, sm_80+): a few tokens against a linear's weight streamed
