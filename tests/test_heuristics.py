@@ -1441,6 +1441,10 @@ def test_every_plan_is_supported(M, N, K, dtype, sm_count):
     (9, 1024, 4096, FP32, 90, False, 1, "multistage"),
     (8, 1024, 4096, FP32, 90, False, 4096, "multistage"), # B's columns not contiguous
     (8, 1024, 4096, "float64", 90, False, 1, "smem32"),   # float64: two rows
+    (8, 255, 4096, FP32, 90, False, 1, "multistage"),     # fewer columns than measured: two rows
+    (2, 255, 4096, FP32, 90, False, 1, "gemv"),
+    (8, 1024, 4096, FP32, 75, False, 1, "smem16"),        # before sm_80: two rows
+    (3, 1024, 4096, FP32, 75, False, 1, "smem16"),
     (64, 2048, 256, FP32, 90, True, 1, "multistage"),     # 8, too short a K to split: the CUDA cores
     (64, 2048, 2048, FP32, 90, True, 1, "wgmma_sm90"),    # 8 tiles split in 8
     (96, 2048, 4096, FP32, 90, True, 1, "wgmma_sm90"),    # 16 tiles of 64x256 split in 4

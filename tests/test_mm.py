@@ -744,9 +744,9 @@ def test_wgmma_forced_wide_split():
 
 # tf32 with few rows against a weight: decode_sm80's tf32 tiles from 3 to 8 rows against weights
 # of moderate size, to 16 rows against up to 1024 columns (gemv for two rows and small weights),
-# wgmma_sm90 past 16 rows or against larger weights (and the CUDA cores with TF32 off; with too few column tiles for wgmma and too
-# short a K to split, decode_sm80 up to 32 rows, the CUDA cores past them); an odd K, at TF32's
-# bound.
+# wgmma_sm90 past 16 rows or against larger weights (with TF32 off gemv up to 8 rows, then
+# multistage; with too few column tiles for wgmma and too short a K to split, decode_sm80 up to 32
+# rows, the CUDA cores past them); an odd K, at TF32's bound.
 @requires_cuda
 @pytest.mark.parametrize("M, N, kernel", [
     (2, 4100, "gemv"), (3, 4100, "gemv"), (8, 4100, "decode_sm80"), (16, 1000, "decode_sm80"),

@@ -76,7 +76,9 @@ double round_efficiency(int64_t blocks, int64_t resident) {
 // split's time was within 1 % of the best split's on the geomean (1.16× cuBLAS in float32 at one
 // row, min 0.95), where the most warps that leave each lane a whole batch ran 1.12× (min 0.91):
 // that split took 4 warps a column for many columns of a K that leaves a lane 10 vectors (N of
-// 11008–28672, K of 5120 in float32), where this one keeps them whole (H200, session 55).
+// 11008–28672, K of 5120 in float32), where this one keeps them whole (H200, session 55). float32's
+// groups of 4 and 8 rows (B streamed, A read as they multiply) take the same split, measured with
+// it alone (session 60).
 int64_t streamed_cost(int64_t slices, int64_t vectors_per_column, int warps, int unroll, int64_t resident_blocks) {
   const int64_t blocks = ceil_div(slices * warps, int64_t{GemvConfig::kWarps});
   const int64_t waves = ceil_div(blocks, std::max<int64_t>(resident_blocks, 1));

@@ -45,14 +45,17 @@ constexpr bool is_slim_block_n(int64_t n) {
 
 // Rows of A at or below which kernel="auto" takes gemv where B's columns are contiguous: for the
 // 16-bit types one (from two rows on, wgmma's tiles were mostly faster), for float64 two, for
-// float32 from sm_80 eight: there the CUDA cores' alternative is multistage, whose 64-row tiles
-// multiply the empty rows too (3-8 rows: gemv 1.16-1.78x cuBLAS, multistage 0.49-0.65x, gemv
-// faster on every weight of the models grid); at 12 and 16 rows gemv's groups of 8 read the weight
-// twice and lost to multistage on 38 and 76 of 124 weights (H200; benchmarks/NOTES.md, sessions
-// 18 and 60).
+// float32 from sm_80 eight against at least kGemvFloat32MinColumns columns (else two; on sm_90
+// with TF32 allowed the tf32 decode rules come first): there the CUDA cores' alternative is
+// multistage, whose 64-row tiles multiply the empty rows too (3-8 rows: gemv 1.16-1.78x cuBLAS,
+// multistage 0.49-0.65x, gemv faster on every weight of the models grid, 256 to 28672 columns);
+// at 12 and 16 rows gemv's groups of 8 read the weight twice and lost to multistage on 38 and 76 of
+// 124 weights (H200; benchmarks/NOTES.md, sessions 18 and 60). Fewer columns were not measured:
+// there gemv's blocks are few against a long K, which multistage splits across the SMs.
 constexpr int64_t kGemvMaxRows16Bit = 1;
 constexpr int64_t kGemvMaxRowsWide = 2;
 constexpr int64_t kGemvMaxRowsFloat32 = 8;
+constexpr int64_t kGemvFloat32MinColumns = 256;
 // Rows of A (tokens) up to which kernel="auto" takes decode_sm80 for bf16/fp16 against a B with
 // contiguous columns, from sm_80: its token tiles hold 8 and 16 tokens at the weight's pace,
 // where wgmma's 64-row tiles and gemv's CUDA-core sums fell behind (benchmarks/NOTES.md).

@@ -103,7 +103,8 @@ bool small_enough_for_gemv(const GemvOverDecode (&table)[kBounds], int64_t M, in
 // the rounds of more blocks than one round holds (decode_split_over_wgmma); on sm_90 against an
 // N-major weight (dx) up to 16 rows decode_sm80's N-major kernel where K is long enough, the
 // weight large enough and its 64-column blocks at most two an SM (decode_n_major_preferred);
-// fp64 up to two rows, fp32 up to 8 from sm_80 (else two), and
+// fp64 up to two rows, fp32 up to 8 against 256 columns or more from sm_80 (else two; on sm_90
+// with TF32 allowed the tf32 decode below comes first), and
 // one bf16/fp16 row before sm_80, on gemv, which streams B once where a tile would be mostly
 // empty rows; float32 with TF32 allowed on sm_90 up to 16 rows against weights of moderate size
 // on decode_sm80's tf32 tiles (kTf32DecodeBounds; gemv for two rows and small weights:
@@ -154,9 +155,8 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
                                           : AutoChoice{"decode_sm80", AutoRule::kDecodeTf32};
     }
   }
-  const int64_t gemv_rows = sixteen_bit                                           ? kGemvMaxRows16Bit
-                            : dtype == DType::kFloat32 && sm >= kMultistageMinSm ? kGemvMaxRowsFloat32
-                                                                                  : kGemvMaxRowsWide;
+  const bool float32_rows = dtype == DType::kFloat32 && sm >= kMultistageMinSm && N >= kGemvFloat32MinColumns;
+  const int64_t gemv_rows = sixteen_bit ? kGemvMaxRows16Bit : float32_rows ? kGemvMaxRowsFloat32 : kGemvMaxRowsWide;
   if (M <= gemv_rows && weight_rows) return {"gemv", AutoRule::kGemv};
   if (wgmma && sixteen_bit) return {"wgmma_sm90", AutoRule::kWgmma};
   if (wgmma && dtype == DType::kFloat32 && allow_tf32 && std::min(M, N) >= kWgmmaBlockM) {
