@@ -90,6 +90,14 @@ def test_explain_follows_the_setting():
     plan = answer["plan"]
     assert plan["K"] == 3 * 2048 and tuple(plan["tile"]) == (64, 128) and not plan["transposed"]
     assert "promoted" in plan["why"]["tile"] and plan["split_k"] == 1
+    assert "idle" in plan["why"]["tile"]
+
+
+def test_explain_names_a_short_m_as_the_reason_for_one_consumer():
+    """64 rows against 132 tiles' worth of columns: one consumer because the rows fill a 64-row
+    tile, not because 128x128 tiles would be few."""
+    plan = torch_gemm._C.sm90_plan(64, 8448, 4096, sm_count=132, dtype="float32", three_tf32=True)
+    assert plan["consumers"] == 1 and "64 rows fill a 64-row tile" in plan["why"]["tile"], plan["why"]["tile"]
 
 
 @pytest.mark.parametrize("K", [3, 5, 4096])
@@ -101,10 +109,16 @@ def test_explain_reads_the_split_operands_in_place(K):
     a, b = torch.empty(512, K, device="meta"), torch.empty(K, 384, device="meta")
     with torch_gemm.fp32_precision("3xtf32"):
         plan = torch_gemm.explain(a, b, kernel="wgmma_sm90_3xtf32", sm=90, sm_count=132, allow_tf32=False)["plan"]
-    assert not plan["a"]["repack"] and not plan["b"]["repack"] and plan["workspace_bytes"] == 0
+    assert not plan["a"]["repack"] and not plan["b"]["repack"]
     assert plan["chunks"] == (4 if K == 4096 else 1)
     segment = -(-(-(-K // plan["chunks"])) // 32) * 32
     assert plan["K"] == 3 * segment
+    # The workspace: each operand's rows of two segments a chunk (at least 16 bytes apart), and
+    # with chunks their partial sums; the product itself needs none here.
+    ld = max(2 * segment, 4)
+    split = 512 * ld * 4 * plan["chunks"] + 384 * ld * 4 * plan["chunks"]
+    partials = 512 * 384 * 4 * plan["chunks"] if plan["chunks"] > 1 else 0
+    assert plan["workspace_bytes"] >= split + partials, plan["workspace_bytes"]
 
 
 @pytest.mark.parametrize("M, N, tile, chunks", [(4096, 4096, (128, 128), 1), (8192, 4096, (128, 128), 1),
@@ -133,7 +147,8 @@ def test_plan_runs_the_promoted_tiles(M, N, tile, chunks):
 ])
 def test_chunks_of_k(M, N, K, chunks):
     """Where one product's promoted tiles would leave SMs idle, 3xTF32 cuts K into chunks of whole
-    k-tiles run as a batch, each at least 1024 long: the count of least estimated time on 132 SMs
+    k-tiles run as a batch, each but the last (which may be shorter) at least 1024 long: the count
+    of least estimated time on 132 SMs
     (rounds of tiles times their k-tiles, plus the partial sums' bytes); a caller's batch is never
     cut."""
     plan = torch_gemm._C.sm90_plan(M, N, K, sm_count=132, dtype="float32", three_tf32=True)
@@ -165,10 +180,12 @@ def test_against_float64(M, N, K, layout):
 
 @requires_cuda
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("M, N, K", [(300, 200, 5000), (129, 130, 4099), (64, 384, 8191)])
+@pytest.mark.parametrize("M, N, K", [(300, 200, 5000), (129, 130, 4099), (64, 384, 8191), (1, 1, 100000),
+                                     (3, 7, 9001)])
 def test_chunks_of_k_against_float64(M, N, K, layout):
     """K cut into chunks (test_chunks_of_k), the last one shorter and not a whole k-tile; with a
-    bias, which joins the chunks' sum once."""
+    bias, which joins the chunks' sum once; one and a few rows and columns (8 chunks, N not a
+    multiple of 4: the sum's scalar path)."""
     skip_unless_wgmma()
     gen = generator("cuda", "3xtf32 chunks", M, N, K, layout)
     a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)

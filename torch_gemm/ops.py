@@ -150,7 +150,9 @@ def explain(
     Returns:
         ``{"kernel", "reason", "device", "sm", "sm_count", "dtype", "op", "M", "N", "K", "batch",
         "plan"}``, ``op`` being the op the call stands for. ``plan`` is None except for
-        ``wgmma_sm90``, where it is ``torch_gemm._C.sm90_plan``'s answer: the tile, consumers,
+        ``wgmma_sm90`` and ``wgmma_sm90_3xtf32`` (the product over the split operands, with K's
+        ``chunks`` and a workspace that counts the split operands and partial sums too), where it
+        is ``torch_gemm._C.sm90_plan``'s answer: the tile, consumers,
         cluster, split_k (and split_groups), stream_k (and stream_k_turns), each operand's
         ``k_major`` and ``repack``, C's ``store`` (``"tma"``, ``"tma_transposed"`` or
         ``"registers"``), ``transposed``, ``row_sum``, the tiles, turns, resident clusters, grid and

@@ -122,11 +122,12 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
   p.sm_count = static_cast<int>(sm_count);
   // wgmma_sm90_3xtf32: the product over its split operands, laid out as its launcher lays them
   // (K's chunks, if it cuts K, a batch of products).
-  int64_t chunks = 1;
+  int64_t chunks = 1, split_bytes = 0;
   if (three_tf32) {
     const sm90::ThreeTf32Plan three = sm90::plan_3xtf32(p, reinterpret_cast<char*>(kAlignedAddress));
     p = three.inner;
     chunks = three.chunks;
+    split_bytes = three.a_bytes + three.b_bytes + three.partials_bytes;
   }
 
   const sm90::Overrides o =
@@ -169,7 +170,8 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
   d["turns"] = plan.turns;
   d["resident"] = plan.shape.split_k > 1 ? py::object(py::none()) : py::object(py::int_(grid.slots));
   d["grid"] = grid.blocks;
-  d["workspace_bytes"] = plan.product.workspace_bytes;
+  // 3xTF32's: the split operands and K's chunks' partial sums, then the product's own.
+  d["workspace_bytes"] = split_bytes + plan.product.workspace_bytes;
   py::dict reasons;
   for (const auto& [decision, sentence] : why) reasons[py::str(decision)] = sentence;
   d["why"] = reasons;

@@ -1253,11 +1253,12 @@ int64_t three_tf32_chunks(const GemmParams& p) {
         ceil_div(p.M, int64_t{shape.block_m()}) * ceil_div(p.N, int64_t{shape.block_n}) * chunks;
     // The time in k-tiles of a 128-row tile on every SM: rounds of tiles times a tile's k-tiles,
     // a 64-row tile's taking half as long; then the partials, written and read, and C.
-    double cost = static_cast<double>(ceil_div(tiles, sms) * (q.K / kTf32KTile)) * shape.block_m() /
-                  kWgmmaBlockM;
+    // In double: the products overflow int64 for shapes past any allocation (explain on meta).
+    double cost = static_cast<double>(ceil_div(tiles, sms)) * static_cast<double>(q.K / kTf32KTile) *
+                  shape.block_m() / kWgmmaBlockM;
     if (chunks > 1) {
-      cost += static_cast<double>((2 * chunks + 1) * p.M * p.N * int64_t{sizeof(float)}) /
-              kThreeTf32PartialBytesPerKTileRound;
+      cost += static_cast<double>(2 * chunks + 1) * static_cast<double>(p.M) * static_cast<double>(p.N) *
+              sizeof(float) / kThreeTf32PartialBytesPerKTileRound;
     }
     if (chunks == 1 || cost * kThreeTf32GainDenominator <
                            best_cost * (kThreeTf32GainDenominator - kThreeTf32GainNumerator)) {
@@ -1830,6 +1831,8 @@ Reasons explain_plan(const GemmParams& caller, const Plan& plan, const Grid& gri
       r.tile = tile_name(s.block_m(), s.block_n) +
                ", 3xTF32's promoted tf32 tiles (big·big's k-tile sums added in fp32): " +
                (o.consumers != 0 ? std::string("consumers forced by TORCH_GEMM_WGMMA_SHAPE")
+                : s.consumers == 1 && p.M <= kWgmmaNarrowBlockM
+                    ? "one consumer: " + str(p.M) + " rows fill a 64-row tile"
                 : s.consumers == 1
                     ? "the " + str(s.medium_tiles) + " tiles of 128x128 would leave more than " + half +
                           " idle, and 64-row tiles double the blocks"
