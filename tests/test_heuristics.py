@@ -1463,6 +1463,14 @@ def test_auto_rule(M, N, K, dtype, sm, allow_tf32, b_stride_k, expected):
     assert choice["kernel"] == expected and choice["reason"]
 
 
+def test_auto_leaves_wgmma_where_its_tiles_pass_32_bits():
+    """Extents within 32 bits whose tiles are not (C of 2^46 elements): the planner refuses them,
+    so auto does not take wgmma_sm90."""
+    assert _C.sm90_plan(2**31 - 1, 32768, 64, sm_count=132)["refused"] is not None
+    assert _C.auto_kernel(2**31 - 1, 32768, 64, dtype=BF16, sm=90)["kernel"] != "wgmma_sm90"
+    assert _C.auto_kernel(2**20, 32768, 64, dtype=BF16, sm=90)["kernel"] == "wgmma_sm90"
+
+
 def test_auto_decode_on_sm90_follows_decode_sm80s_split():
     # Up to 8 bf16/fp16 rows K splits across blocks only where the blocks of 16 columns are at
     # most a quarter of the SMs against rows of 10 KB or more (512 columns, K = 8192: 32 blocks; 528:

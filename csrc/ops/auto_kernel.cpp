@@ -129,9 +129,13 @@ AutoChoice choose_auto_kernel(const GemmParams& p, bool allow_tf32, int sm, bool
   const bool sixteen_bit = dtype == DType::kBFloat16 || dtype == DType::kFloat16;
   const bool weight_rows = p.b_stride_k == 1 || K <= 1;  // B's columns contiguous, as a linear's weight
   // wgmma_sm90 runs on 9.0 in builds with its sm_90a code, and its launcher refuses extents beyond
-  // 32 bits: such shapes take the rungs below.
-  const bool wgmma = with_sm90a && sm == kWgmmaSm &&
-                     std::max({M, N, K}) <= std::numeric_limits<int32_t>::max();
+  // 32 bits, or more tiles than that (counted here at the smallest, 64x64): such shapes take the
+  // rungs below.
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+  const bool wgmma = with_sm90a && sm == kWgmmaSm && std::max({M, N, K}) <= kIntMax &&
+                     static_cast<double>(ceil_div(M, kWgmmaNarrowBlockM)) *
+                             static_cast<double>(ceil_div(N, kWgmmaTinyBlockN)) * static_cast<double>(p.batch) <=
+                         static_cast<double>(kIntMax);
   if (sixteen_bit && weight_rows && M <= kDecodeMaxRows && sm >= kMmaMinSm) {
     if (small_enough_for_gemv(kGemvOverDecode, M, N, K)) return {"gemv", AutoRule::kGemv};
     const DecodePlan decode = plan_decode(p, p.sm_count);
@@ -214,7 +218,7 @@ const char* describe_auto_choice(AutoRule rule) {
       "decode_sm80 streams B's rows once through mma.sync, K split across a block's warps and a "
       "cluster's blocks, where wgmma's 64-row tiles would be mostly empty rows",
       "decode in tf32 on compute capability 9.0: float32 with TF32 allowed, 3 to 16 rows of A "
-      "against a B with contiguous columns of at most 8192 columns and 8192 rows (4096 columns "
+      "against a B with contiguous columns of at most 8192 columns and 8192 rows (1024 columns "
       "from 9 rows on; gemv keeps two rows and small weights), and up to 32 rows where wgmma's "
       "plan would not take the product (too short a K to split few tiles): decode_sm80 streams "
       "B once through mma.sync m16n8k8 in tf32, where wgmma's 64-row tiles would be mostly "
