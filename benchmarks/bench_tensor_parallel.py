@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 import torch_gemm
 from torch_gemm.attention import DecoderConfig, DecoderLayer
-from torch_gemm.distributed import rank_device
+from torch_gemm.distributed import exit_rank, rank_device
 from torch_gemm.nn import swap_linear
 
 from bench_attention import CHECK_TOL, HEAD_DIM, MLP_RATIO, intermediate_size
@@ -382,15 +382,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0 if status == "OK" else 1
 
 
-def exit_now(code: int) -> None:
-    """Leave without the interpreter's finalization, once the output is out. gloo's worker thread
-    may still be destroying the last collective's work, whose saved thread-local state holds a
-    Python object: its decref, once finalization has begun, ends that thread inside a destructor,
-    and std::terminate aborts the rank (exit -6) after a run that succeeded (pytorch#179291)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    exit_now(main())
+    exit_rank(main())

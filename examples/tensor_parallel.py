@@ -25,7 +25,7 @@ from torch.distributed.device_mesh import init_device_mesh
 
 import torch_gemm
 from torch_gemm.attention import DecoderConfig, TinyDecoder
-from torch_gemm.distributed import optimizer_param_groups, parallelize_decoder, rank_device
+from torch_gemm.distributed import exit_rank, optimizer_param_groups, parallelize_decoder, rank_device
 
 
 def parse_args() -> argparse.Namespace:
@@ -159,4 +159,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_rank(main())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import threading
 import warnings
@@ -29,6 +30,7 @@ from typing import Optional
 import torch
 
 __all__ = [
+    "exit_rank",
     "optimizer_param_groups",
     "rank_device",
     "parallelize_attention",
@@ -436,3 +438,15 @@ def rank_device(choice: str, local_rank: int, local_world: int) -> tuple[str, to
         torch.cuda.set_device(local_rank)
         return "nccl", torch.device("cuda", local_rank)
     return "gloo", torch.device("cpu")
+
+
+def exit_rank(code: int) -> None:
+    """Leave a torchrun rank with ``code`` without the interpreter's finalization, once its output
+    is flushed: for a script's last line, after ``destroy_process_group``. gloo's worker thread may
+    still be destroying the last collective's work, whose saved thread-local state holds a Python
+    object; its decref, once finalization has begun, ends that thread inside a destructor, and
+    std::terminate aborts the rank (exit -6, "terminate called without an active exception") after
+    a run that succeeded (pytorch#179291)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
