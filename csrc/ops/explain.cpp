@@ -127,7 +127,7 @@ py::dict sm90_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t ba
     const sm90::ThreeTf32Plan three = sm90::plan_3xtf32(p, reinterpret_cast<char*>(kAlignedAddress));
     p = three.inner;
     chunks = three.chunks;
-    split_bytes = three.a_bytes + three.b_bytes + three.partials_bytes;
+    split_bytes = three.own_bytes();
   }
 
   const sm90::Overrides o =

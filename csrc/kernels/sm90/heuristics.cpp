@@ -1297,9 +1297,8 @@ ThreeTf32Plan plan_3xtf32(const GemmParams& p, char* base) {
   }
   q.row_sum = nullptr;  // not a fused kernel: the op sums A's rows itself
   q.tf32_promoted = true;
-  const int64_t used = plan.a_bytes + plan.b_bytes + plan.partials_bytes;
-  q.workspace = base + used;
-  q.workspace_bytes = std::max<int64_t>(p.workspace_bytes - used, 0);
+  q.workspace = base + plan.own_bytes();
+  q.workspace_bytes = std::max<int64_t>(p.workspace_bytes - plan.own_bytes(), 0);
   return plan;
 }
 

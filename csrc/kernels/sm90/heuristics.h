@@ -237,6 +237,8 @@ struct ThreeTf32Plan {
   int64_t segment = 0, ld = 0, a_bytes = 0, b_bytes = 0;
   int64_t chunks = 1, chunk_k = 0, partials_bytes = 0;
   GemmParams inner;
+  // The workspace this plan lays out before the inner product's own (inner.workspace).
+  int64_t own_bytes() const { return a_bytes + b_bytes + partials_bytes; }
 };
 ThreeTf32Plan plan_3xtf32(const GemmParams& caller, char* base);
 

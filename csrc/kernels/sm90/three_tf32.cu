@@ -265,8 +265,7 @@ int64_t gemm_wgmma_sm90_3xtf32_workspace_bytes(const GemmParams& params) {
   // Sizing only: any aligned address stands for the workspace.
   char* const aligned = reinterpret_cast<char*>(KernelFacts::kWorkspaceAlignBytes);
   const ThreeTf32Plan plan = plan_3xtf32(params, aligned);
-  return plan.a_bytes + plan.b_bytes + plan.partials_bytes +
-         gemm_wgmma_sm90_workspace_bytes(plan.inner);
+  return plan.own_bytes() + gemm_wgmma_sm90_workspace_bytes(plan.inner);
 }
 
 LaunchStatus launch_gemm_wgmma_sm90_3xtf32(const GemmParams& params, cudaStream_t stream) {
@@ -280,10 +279,9 @@ LaunchStatus launch_gemm_wgmma_sm90_3xtf32(const GemmParams& params, cudaStream_
     return refuse("3·K (K, or its chunks, rounded up to a k-tile) past 32 bits");
   }
   // The split operands' and the partials' part; wgmma_sm90's launcher checks its own, after them.
-  const int64_t own = plan.a_bytes + plan.b_bytes + plan.partials_bytes;
-  if (params.workspace_bytes < own) {
+  if (params.workspace_bytes < plan.own_bytes()) {
     return refuse("workspace of " + std::to_string(params.workspace_bytes) + " bytes, the split needs " +
-                  std::to_string(own));
+                  std::to_string(plan.own_bytes()));
   }
   const GemmParams& q = plan.inner;
   // The split's batch: the caller's products, or K's chunks (chunk z starts at z·chunk_k).
