@@ -338,9 +338,17 @@ DEFAULT_CASES = (
          "the grid's y, 1001 columns (the last block's warps partly past N), K = 1028 (kernel= "
          "only: auto takes multistage past 8 rows)",
          "gemv", 13, 1001, 1028, dtype="float32"),
-    Case("multistage split-K", "float32, 64 rows: 2 small tiles and 128 k-tiles, split 8 ways "
+    Case("gemv float32 four columns", "float32, 13 rows against K = 5636: two groups of 8 rows, "
+         "each warp 4 columns of 1001 (the last group's 3 past N read column n0 and are not "
+         "stored) (kernel= only: auto takes multistage past 8 rows)",
+         "gemv", 13, 1001, 5636, dtype="float32"),
+    Case("multistage split-K", "float32, 64 rows: 4 small tiles and 512 k-tiles, split 8 ways "
          "(plan_multistage, not exposed on the CPU: unchecked)",
          "multistage", 64, 256, 4096, dtype="float32"),
+    Case("multistage large split-K", "float32 linear with a bias, 300 rows: 30 large tiles (the "
+         "last row and column of them part empty) and 125 k-tiles, split 4 ways on 132 SMs, the "
+         "bias added by the reduction (plan_multistage: unchecked)",
+         "multistage", 300, 2500, 2000, dtype="float32", op="linear"),
 )
 GROUPS = (
     Group("default", {}, DEFAULT_CASES, sweep=True),

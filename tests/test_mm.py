@@ -114,12 +114,42 @@ def test_multistage_split_k(layout):
 
 @requires_cuda
 def test_multistage_plan_fills_the_gpu():
-    """The large tile where its tiles fill the SMs, the small one split in K where they do not."""
+    """The large tile unsplit where its waves are whole, the small one split in K where few
+    tiles exist, the large one split where its last wave would be part empty."""
     big = torch_gemm._C.multistage_plan(4096, 4096, 4096)
     assert (big["block_m"], big["block_n"], big["splits"]) == (128, 256, 1)
     skinny = torch_gemm._C.multistage_plan(16, 4096, 4096)
     assert (skinny["block_m"], skinny["block_n"]) == (64, 64) and skinny["splits"] > 1
     assert torch_gemm._C.multistage_plan(1000, 1000, 7)["splits"] == 1  # too little K to split
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    tiles = sms // 3 + 1  # large tiles of one 128-row band: 3 splits fill one wave
+    third = torch_gemm._C.multistage_plan(128, 256 * tiles, 8192)
+    assert (third["block_m"], third["block_n"]) == (128, 256) and third["splits"] > 1, third
+
+
+# The large tile split in K (plan_multistage's choice where its tiles leave a wave part empty):
+# edge tiles in M and N, a K that ends inside a k-tile, every layout, a bias through the
+# reduction; against float64 and run twice for the same bits. The shapes are tried in turn for
+# one the GPU's SM count plans that way.
+LARGE_SPLIT_SHAPES = [(300, 2500, 2000), (255, 2300, 3001), (250, 3000, 4099), (129, 256 * 45 - 3, 3001)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_multistage_large_tile_split_k(layout):
+    planned = [s for s in LARGE_SPLIT_SHAPES
+               if (lambda p: p["block_m"] == 128 and p["splits"] > 1)(torch_gemm._C.multistage_plan(*s))]
+    if not planned:
+        pytest.skip("no shape of the list is planned as a split large tile on this GPU")
+    M, N, K = planned[0]
+    gen = generator("cuda", "large_split_k", layout, M, N, K)
+    a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
+    with tf32_allowed(False), poisoned_outputs():
+        out = torch_gemm.mm_tiled(a, b, kernel="multistage")
+        assert_close_to_reference(out, a, b)
+        assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel="multistage"))  # fixed-order sum
+        bias = randn((N,), torch.float32, "cuda", gen)
+        assert_close_to_reference(torch_gemm.linear_tiled(a, b.t(), bias, kernel="multistage"), a, b, bias)
 
 
 @requires_cuda
@@ -771,7 +801,8 @@ def test_tf32_few_rows_against_a_weight(M, N, kernel):
 
 
 # gemv's loops (one or two rows in float32, bf16 and fp16: each lane's 8 vectors of B with A's
-# before the multiply; float32's groups of 4 and 8 rows: B streamed, A inside the multiply; more
+# before the multiply; float32's groups of 4 and 8 rows: B streamed, A inside the multiply, with
+# 4 columns a warp from K = 5632 (1001 columns: the last warp's group partly past N); more
 # 16-bit rows: plain loads; a column split over 1 to 8 warps by waves and batches): a K shorter
 # than one batch, a part-empty last batch (250 vectors of float32), 64 long columns split over 8
 # warps, columns past a block's 8 (N = 7, 3001); rows filling a group or not, and two groups (13,
@@ -780,7 +811,7 @@ def test_tf32_few_rows_against_a_weight(M, N, kernel):
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("M", [1, 2, 3, 8, 13, 16])
-@pytest.mark.parametrize("N, K", [(100, 64), (1000, 1000), (64, 16384), (3001, 2056), (7, 8)])
+@pytest.mark.parametrize("N, K", [(100, 64), (1000, 1000), (64, 16384), (3001, 2056), (7, 8), (1001, 5636)])
 def test_gemv_rows(M, N, K, dtype):
     gen = generator("cuda", "gemv_rows", M, N, K, str(dtype))
     x, w = randn((M, K), dtype, "cuda", gen), randn((N, K), dtype, "cuda", gen)

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/device_cache.h"
 #include "kernels/gemv.cuh"
@@ -37,7 +38,7 @@ bool vector_loads_ok(const GemmParams& p) {
 
 template <typename T, int kRows, int kWarpsPerColumn, bool kVector, class Loop>
 LaunchStatus launch_shape(const GemmParams& p, cudaStream_t stream) {
-  constexpr int64_t kColumnsPerBlock = GemvConfig::kWarps / kWarpsPerColumn;
+  constexpr int64_t kColumnsPerBlock = GemvConfig::kWarps / kWarpsPerColumn * Loop::kColumns;
   return for_each_batch_chunk(p, kMaxGridZ, [&](const GemmParams& chunk) {
     const dim3 grid(static_cast<unsigned>(ceil_div(p.N, kColumnsPerBlock)),
                     grid_y_for(ceil_div(p.M, kRows)), static_cast<unsigned>(chunk.batch));
@@ -92,7 +93,8 @@ struct SplitChoice {
   // else the split that fills the device's rounds best, the smaller one where two fill them as
   // well (fewer partial sums).
   static LaunchStatus run(const GemmParams& p, cudaStream_t stream) {
-    const int64_t slices = p.N * ceil_div(p.M, int64_t{kRows}) * p.batch;  // (column, row group) pairs
+    // (column group, row group) pairs
+    const int64_t slices = ceil_div(p.N, int64_t{Loop::kColumns}) * ceil_div(p.M, int64_t{kRows}) * p.batch;
     const int64_t sms = sm_count_of(p);
     int per_sm[4] = {0, 0, 0, 0};
     LaunchStatus status = resident_blocks<T, kRows, 1, kVector, Loop>(&per_sm[0]);
@@ -133,6 +135,9 @@ LaunchStatus launch_rows(const GemmParams& p, cudaStream_t stream) {
   if (p.M <= 1) return SplitChoice<T, 1, kVector>::run(p, stream);
   if (p.M <= 2) return SplitChoice<T, 2, kVector>::run(p, stream);
   if (p.M <= 4) return SplitChoice<T, 4, kVector>::run(p, stream);
+  if constexpr (std::is_same_v<T, float> && kVector) {
+    if (p.K >= kGemvFourColumnsMinK) return SplitChoice<T, 8, kVector, GemvFourColumnsLoop>::run(p, stream);
+  }
   return SplitChoice<T, 8, kVector>::run(p, stream);
 }
 

@@ -3,6 +3,7 @@
 // while kStages - 1 k-tiles are in flight; split-K, summed in a fixed order, for few tiles.
 #pragma once
 
+#include <algorithm>
 #include <type_traits>
 
 #include "kernels/async_copy.cuh"
@@ -250,41 +251,104 @@ inline int64_t splitk_workspace_bytes(const GemmParams& p, const SplitK& split) 
   return split.splits > 1 ? split.splits * p.M * p.N * static_cast<int64_t>(sizeof(float)) : 0;
 }
 
-// Which configuration and how many K splits a shape gets, given the GPU's SM count (tiles
-// counted over the batch; split-K only for an unbatched product):
-// - the large tile when its tiles fill at least kLargeMinFill of the SMs (2048³: 128 tiles on 132
-//   SMs: the large tile is much faster there);
-// - else the small tile, split in K until about kSmallBlocksPerSM blocks per SM exist (1000³: 256
-//   tiles, 2 splits; 64×4096×4096: 64 tiles, 8 splits), each split keeping at least
-//   kMinKTilesPerSplit k-tiles (benchmarks/NOTES.md has the measurements).
+// Which configuration and how many K splits a shape gets, given the GPU's SM count: the plan of
+// least modeled time, where a plan's time is its waves of resident blocks × the k-tiles of a split
+// × a k-tile's time at the tile's rate, plus, with split-K, the workspace's traffic (each split
+// writes an (M, N) slice, the reduction reads them all and writes C). The candidates:
+// - the large tile split 1 to kMaxSplits times in K (one block an SM: the split that fills the
+//   last wave best, 2048 × 2560 × 28672 has 160 tiles on 132 SMs, 4 splits make 4.85 waves of a
+//   quarter of the work where 1 makes 2 waves of all of it);
+// - where the large tiles are fewer than two waves, the small tile (kSmallBlocksPerSM blocks an
+//   SM), split in K until about kSmallBlocksPerSM blocks an SM exist (1000³: 256 tiles, 2 splits).
+// A split keeps at least kMinKTilesPerSplit k-tiles and a workspace of at most
+// kMaxWorkspaceBytes, splits only an unbatched product, and is taken over fewer splits only where
+// it is more than kTieMargin faster. The rates were fitted to the models grid's float32 forwards at
+// 16 to 2048 rows against every plan forced (benchmarks/NOTES.md, session 61).
 struct MultistagePlan {
   bool large = true;
   SplitK split;
 };
 
+struct MultistageCostModel {
+  static constexpr double kLargeFmasPerSmNs = 151.5;  // the large tile's rate on one SM
+  static constexpr double kSmallRateOfLarge = 0.75;   // the small tile's, 4 blocks sharing an SM
+  static constexpr double kWorkspaceBytesPerNs = 750.0;  // split-K traffic, the whole GPU
+  static constexpr double kTieMargin = 0.02;
+};
+
 inline MultistagePlan plan_multistage(const GemmParams& p, int sms) {
-  constexpr double kLargeMinFill = 0.7;
   constexpr int64_t kSmallBlocksPerSM = 4;
   constexpr int64_t kMaxSplits = 8;
   constexpr int64_t kMinKTilesPerSplit = 8;
+  constexpr int64_t kMaxWorkspaceBytes = int64_t{256} << 20;
   using Large = MultistageLargeConfig;
   using Small = MultistageSmallConfig;
-  MultistagePlan plan;
-  const int64_t large_tiles =
-      ceil_div(p.M, Large::kBlockM) * ceil_div(p.N, Large::kBlockN) * p.batch;
-  if (large_tiles >= kLargeMinFill * sms) return plan;
-  plan.large = false;
-  if (p.batch != 1) return plan;
-  const int64_t small_tiles = ceil_div(p.M, Small::kBlockM) * ceil_div(p.N, Small::kBlockN);
-  const int64_t k_tiles = ceil_div(p.K, Small::kBlockK);
-  int64_t splits = std::min(kSmallBlocksPerSM * sms / small_tiles, kMaxSplits);
-  splits = std::min(splits, k_tiles / kMinKTilesPerSplit);
-  if (splits > 1) {
-    plan.split.k_tiles_per_split = ceil_div(k_tiles, splits);
-    // Rounding up may leave the last split empty: recount so that every split has k-tiles.
-    plan.split.splits = static_cast<int>(ceil_div(k_tiles, plan.split.k_tiles_per_split));
+  using Model = MultistageCostModel;
+  const int64_t resident = std::max<int64_t>(sms, 1);
+
+  // The split of `k_tiles` into about `wanted` slices, none of them empty (rounding the slice up
+  // may leave fewer slices than wanted).
+  const auto split_of = [&](int64_t k_tiles, int64_t wanted) {
+    SplitK split;
+    if (wanted > 1 && p.batch == 1 && ceil_div(k_tiles, wanted) >= kMinKTilesPerSplit) {
+      split.k_tiles_per_split = ceil_div(k_tiles, wanted);
+      split.splits = static_cast<int>(ceil_div(k_tiles, split.k_tiles_per_split));
+    }
+    return split;
+  };
+  // Modeled ns of `tiles` output tiles of kBlockM × kBlockN, `per_sm` resident an SM, at `rate`.
+  const auto cost = [&](const SplitK& split, int64_t tiles, int64_t per_sm, int64_t k_tiles,
+                        int block_m, int block_n, int block_k, double rate) {
+    const int64_t waves = ceil_div(tiles * split.splits, resident * per_sm);
+    const int64_t k_tiles_per_block = split.splits > 1 ? split.k_tiles_per_split : k_tiles;
+    const double fmas_per_sm = static_cast<double>(waves) * static_cast<double>(per_sm) *
+                               static_cast<double>(k_tiles_per_block) * block_m * block_n * block_k;
+    double ns = fmas_per_sm / rate;
+    if (split.splits > 1) {
+      const double mn = static_cast<double>(p.M) * static_cast<double>(p.N) * sizeof(float);
+      ns += (2.0 * split.splits + 1.0) * mn / Model::kWorkspaceBytesPerNs;
+    }
+    return ns;
+  };
+
+  struct Candidate {
+    MultistagePlan plan;
+    double ns;
+  };
+  Candidate candidates[kMaxSplits + 1];
+  int count = 0;
+  const int64_t large_tiles = ceil_div(p.M, Large::kBlockM) * ceil_div(p.N, Large::kBlockN) * p.batch;
+  const int64_t large_k_tiles = ceil_div(p.K, Large::kBlockK);
+  for (int64_t wanted = 1; wanted <= kMaxSplits; ++wanted) {
+    const SplitK split = split_of(large_k_tiles, wanted);
+    if (wanted > 1 && (split.splits <= 1 || splitk_workspace_bytes(p, split) > kMaxWorkspaceBytes)) {
+      continue;
+    }
+    candidates[count++] = {{true, split}, cost(split, large_tiles, 1, large_k_tiles, Large::kBlockM,
+                                               Large::kBlockN, Large::kBlockK, Model::kLargeFmasPerSmNs)};
   }
-  return plan;
+  if (large_tiles < 2 * resident) {
+    const int64_t small_tiles =
+        ceil_div(p.M, Small::kBlockM) * ceil_div(p.N, Small::kBlockN) * p.batch;
+    const int64_t small_k_tiles = ceil_div(p.K, Small::kBlockK);
+    const int64_t wanted = std::min({kSmallBlocksPerSM * resident / std::max<int64_t>(small_tiles, 1),
+                                     kMaxSplits, small_k_tiles / kMinKTilesPerSplit});
+    SplitK split = split_of(small_k_tiles, wanted);
+    if (splitk_workspace_bytes(p, split) > kMaxWorkspaceBytes) split = SplitK{};
+    candidates[count++] = {{false, split},
+                           cost(split, small_tiles, kSmallBlocksPerSM, small_k_tiles, Small::kBlockM,
+                                Small::kBlockN, Small::kBlockK,
+                                Model::kLargeFmasPerSmNs * Model::kSmallRateOfLarge)};
+  }
+  double least = candidates[0].ns;
+  for (int i = 1; i < count; ++i) least = std::min(least, candidates[i].ns);
+  // The fewest splits within the margin of the least; the large tile first among equals.
+  int chosen = -1;
+  for (int i = 0; i < count; ++i) {
+    if (candidates[i].ns > least * (1.0 + Model::kTieMargin)) continue;
+    if (chosen < 0 || candidates[i].plan.split.splits < candidates[chosen].plan.split.splits) chosen = i;
+  }
+  return candidates[chosen].plan;
 }
 
 // Launches the multistage kernel for one configuration and operand layouts, then, with split-K,
