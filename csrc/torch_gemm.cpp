@@ -88,6 +88,12 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "multistage_plan",
       [](int64_t M, int64_t N, int64_t K) {
+        // Extents a float32 C and operands could have: the plan's byte counts stay within int64.
+        constexpr int64_t kMaxExtent = int64_t{1} << 40, kMaxOutputs = int64_t{1} << 56;
+        TORCH_CHECK(M >= 0 && N >= 0 && K >= 0 && M <= kMaxExtent && N <= kMaxExtent && K <= kMaxExtent &&
+                        (M == 0 || N <= kMaxOutputs / M),
+                    "multistage_plan: M, N and K must be in [0, 2^40] with M·N at most 2^56, got (", M,
+                    ", ", N, ", ", K, ")");
         const auto choice = torch_gemm::multistage_choice(M, N, K);
         pybind11::dict plan;
         plan["block_m"] = choice.block_m;

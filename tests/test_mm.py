@@ -114,17 +114,20 @@ def test_multistage_split_k(layout):
 
 @requires_cuda
 def test_multistage_plan_fills_the_gpu():
-    """The large tile unsplit where its waves are whole, the small one split in K where few
-    tiles exist, the large one split where its last wave would be part empty."""
+    """The large tile unsplit where its tiles make several waves, the small one split in K where
+    few tiles exist, the large one split where its tiles would leave most of a wave empty."""
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     big = torch_gemm._C.multistage_plan(4096, 4096, 4096)
     assert (big["block_m"], big["block_n"], big["splits"]) == (128, 256, 1)
-    skinny = torch_gemm._C.multistage_plan(16, 4096, 4096)
-    assert (skinny["block_m"], skinny["block_n"]) == (64, 64) and skinny["splits"] > 1
+    if sms >= 32:  # 16 rows of 4096 columns: 64 small tiles, split to about 4 blocks an SM
+        skinny = torch_gemm._C.multistage_plan(16, 4096, 4096)
+        assert (skinny["block_m"], skinny["block_n"]) == (64, 64) and skinny["splits"] > 1
     assert torch_gemm._C.multistage_plan(1000, 1000, 7)["splits"] == 1  # too little K to split
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    tiles = sms // 3 + 1  # large tiles of one 128-row band: 3 splits fill one wave
+    tiles = max(sms // 3, 1)  # large tiles of one 128-row band: a third of a wave, 3 splits fill it
     third = torch_gemm._C.multistage_plan(128, 256 * tiles, 8192)
     assert (third["block_m"], third["block_n"]) == (128, 256) and third["splits"] > 1, third
+    with pytest.raises(RuntimeError, match="multistage_plan: M, N and K"):
+        torch_gemm._C.multistage_plan(1000, 1000, -100)
 
 
 # The large tile split in K (plan_multistage's choice where its tiles leave a wave part empty):

@@ -39,8 +39,10 @@ bool vector_loads_ok(const GemmParams& p) {
 template <typename T, int kRows, int kWarpsPerColumn, bool kVector, class Loop>
 LaunchStatus launch_shape(const GemmParams& p, cudaStream_t stream) {
   constexpr int64_t kColumnsPerBlock = GemvConfig::kWarps / kWarpsPerColumn * Loop::kColumns;
+  const int64_t blocks_x = ceil_div(p.N, kColumnsPerBlock);
+  if (blocks_x > kMaxGridX) return refuse("N past the grid's reach");
   return for_each_batch_chunk(p, kMaxGridZ, [&](const GemmParams& chunk) {
-    const dim3 grid(static_cast<unsigned>(ceil_div(p.N, kColumnsPerBlock)),
+    const dim3 grid(static_cast<unsigned>(blocks_x),
                     grid_y_for(ceil_div(p.M, kRows)), static_cast<unsigned>(chunk.batch));
     gemm_gemv_kernel<T, kRows, kWarpsPerColumn, kVector, Loop><<<grid, GemvConfig::kThreads, 0, stream>>>(chunk);
     return check_launch("gemm_gemv_kernel");
@@ -145,7 +147,6 @@ template <typename T>
 struct GemvLauncher {
   static LaunchStatus run(const GemmParams& p, cudaStream_t stream) {
     if (p.M == 0 || p.N == 0 || p.batch == 0) return {};
-    if (ceil_div(p.N, int64_t{GemvConfig::kWarps}) > kMaxGridX) return refuse("N past the grid's reach");
     return vector_loads_ok<T>(p) ? launch_rows<T, true>(p, stream) : launch_rows<T, false>(p, stream);
   }
 };

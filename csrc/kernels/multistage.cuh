@@ -1,6 +1,7 @@
 // Rung 5, multistage: over warptile, cp.async fills a ring of kStages shared-memory stages without
 // passing through registers, which then hold a larger thread tile (16×8: 6 LDS.128 per 128 FFMA)
-// while kStages - 1 k-tiles are in flight; split-K, summed in a fixed order, for few tiles.
+// while kStages - 1 k-tiles are in flight; split-K, summed in a fixed order, where tiles are few or
+// the last wave of them would be part empty.
 #pragma once
 
 #include <algorithm>
@@ -340,13 +341,15 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms) {
                                 Small::kBlockN, Small::kBlockK,
                                 Model::kLargeFmasPerSmNs * Model::kSmallRateOfLarge)};
   }
-  double least = candidates[0].ns;
-  for (int i = 1; i < count; ++i) least = std::min(least, candidates[i].ns);
+  int chosen = 0;
+  for (int i = 1; i < count; ++i) chosen = candidates[i].ns < candidates[chosen].ns ? i : chosen;
+  const double least = candidates[chosen].ns;
   // The fewest splits within the margin of the least; the large tile first among equals.
-  int chosen = -1;
   for (int i = 0; i < count; ++i) {
-    if (candidates[i].ns > least * (1.0 + Model::kTieMargin)) continue;
-    if (chosen < 0 || candidates[i].plan.split.splits < candidates[chosen].plan.split.splits) chosen = i;
+    if (candidates[i].ns <= least * (1.0 + Model::kTieMargin) &&
+        candidates[i].plan.split.splits < candidates[chosen].plan.split.splits) {
+      chosen = i;
+    }
   }
   return candidates[chosen].plan;
 }

@@ -1,5 +1,7 @@
 // Launcher of the multistage rung: the configuration and split-K from plan_multistage, the
 // operand layouts from the strides (launch_fp32_tiled), and the workspace split-K needs.
+#include <algorithm>
+
 #include "kernels/launch.h"
 #include "kernels/multistage.cuh"
 
@@ -28,7 +30,17 @@ struct MultistageLaunch {
 
 int64_t gemm_multistage_workspace_bytes(const GemmParams& params) {
   if (params.dtype != DType::kFloat32 || params.M == 0 || params.N == 0) return 0;
-  return splitk_workspace_bytes(params, plan_multistage(params, sm_count_of(params)).split);
+  // The launcher plans each chunk of the batch (launch_fp32_tiled): a last chunk of one product
+  // may split K where the whole batch does not.
+  const int sms = sm_count_of(params);
+  int64_t bytes = 0;
+  for (const int64_t chunk : {std::min(params.batch, kMaxGridZ), params.batch % kMaxGridZ}) {
+    if (chunk == 0) continue;
+    GemmParams planned = params;
+    planned.batch = chunk;
+    bytes = std::max(bytes, splitk_workspace_bytes(planned, plan_multistage(planned, sms).split));
+  }
+  return bytes;
 }
 
 MultistageChoice multistage_choice(int64_t M, int64_t N, int64_t K) {
