@@ -6,9 +6,6 @@
 #include "ops/explain.h"
 #include "ops/fp32_precision.h"
 #include "ops/kernel_registry.h"
-#ifdef TORCH_GEMM_WITH_CUDA
-#include "kernels/launch.h"
-#endif
 
 // `kernel` is a positional argument with a default rather than keyword-only (`*, str kernel`):
 // Inductor lowers a custom op through FallbackKernel.create(kernel, *args, **kwargs), so an
@@ -84,24 +81,4 @@ PYBIND11_MODULE(_C, m) {
       },
       "The current torch_gemm float32 precision: 'ieee' or '3xtf32'.");
   torch_gemm::bind_plans(m);
-#ifdef TORCH_GEMM_WITH_CUDA
-  m.def(
-      "multistage_plan",
-      [](int64_t M, int64_t N, int64_t K) {
-        // Extents a float32 C and operands could have: the plan's byte counts stay within int64.
-        constexpr int64_t kMaxExtent = int64_t{1} << 40, kMaxOutputs = int64_t{1} << 56;
-        TORCH_CHECK(M >= 0 && N >= 0 && K >= 0 && M <= kMaxExtent && N <= kMaxExtent && K <= kMaxExtent &&
-                        (M == 0 || N <= kMaxOutputs / M),
-                    "multistage_plan: M, N and K must be in [0, 2^40] with M·N at most 2^56, got (", M,
-                    ", ", N, ", ", K, ")");
-        const auto choice = torch_gemm::multistage_choice(M, N, K);
-        pybind11::dict plan;
-        plan["block_m"] = choice.block_m;
-        plan["block_n"] = choice.block_n;
-        plan["splits"] = choice.splits;
-        return plan;
-      },
-      "The output tile and K split count kernel='multistage' uses for a float32 (M, N, K) on the "
-      "current CUDA device.");
-#endif
 }

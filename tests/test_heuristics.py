@@ -1681,6 +1681,35 @@ def test_explain_other_gpus_and_dtypes():
     assert explain(h, h, sm=90, sm_count=132, kernel="smem")["kernel"] == "smem32"
 
 
+def test_explain_shows_multistage_plan():
+    """float32 with TF32 off on a 132-SM Hopper: multistage, with the tile and split its launcher
+    plans (multistage_plan.h's cost model) and what the model weighed."""
+    a, b = torch.empty(300, 2000, device="meta"), torch.empty(2000, 2500, device="meta")
+    answer = explain(a, b, sm=90, sm_count=132, allow_tf32=False)
+    assert answer["kernel"] == "multistage"
+    p = answer["plan"]
+    # 30 large tiles and 125 k-tiles: 4 slices of 32 make 120 blocks, one wave
+    assert (p["tile"], p["split_k"], p["waves"], p["k_tiles_per_split"]) == ((128, 256), 4, 1, 32)
+    assert p["workspace_bytes"] == 4 * 300 * 2500 * 4 and p["tiles"] == 30
+    assert min(c["modeled_us"] for c in p["candidates"]) * 1.02 >= p["modeled_us"]
+    assert {(c["tile"], c["split_k"]) for c in p["candidates"]} >= {((128, 256), 1), ((64, 64), 2)}
+    assert "K split 4 ways" in p["why"][0]
+    plan = _C.multistage_plan
+    assert (plan(4096, 4096, 4096, sm_count=132)["tile"], plan(4096, 4096, 4096, sm_count=132)["split_k"]) == ((128, 256), 1)
+    assert (plan(16, 4096, 4096, sm_count=132)["tile"], plan(16, 4096, 4096, sm_count=132)["split_k"]) == ((64, 64), 8)
+    assert plan(2048, 2560, 28672, sm_count=132)["split_k"] == 4  # 160 tiles: 4.85 waves of a quarter
+    batched = plan(256, 5120, 28672, sm_count=132, batch=2)
+    assert batched["split_k"] == 1 and batched["workspace_bytes"] == 0 and "batched" in batched["why"][-1]
+    # A batch of 65536 runs as 65535 products and one: the last one's split sizes the workspace.
+    assert plan(64, 64, 128, sm_count=132, batch=65536)["workspace_bytes"] == 2 * 64 * 64 * 4
+    for M, N, K in [(0, 0, 0), (0, 5, 7), (5, 0, 7), (5, 7, 0), (1, 1, 1)]:
+        empty = plan(M, N, K, sm_count=132)
+        assert empty["split_k"] == 1 and empty["workspace_bytes"] == 0
+    bmm = explain(torch.empty(3, 64, 128, device="meta"), torch.empty(3, 128, 96, device="meta"),
+                  sm=80, sm_count=108)
+    assert bmm["kernel"] == "multistage" and bmm["plan"]["split_k"] == 1 and bmm["plan"]["tiles"] == 6
+
+
 # ---- Bad arguments name the function and the argument.
 
 @pytest.mark.parametrize("kwargs, words", [
@@ -1695,6 +1724,20 @@ def test_explain_other_gpus_and_dtypes():
 def test_sm90_plan_bad_arguments(kwargs, words):
     with pytest.raises(ValueError) as error:
         _C.sm90_plan(64, 64, 64, **kwargs)
+    assert all(w in str(error.value) for w in words), str(error.value)
+
+
+@pytest.mark.parametrize("args, kwargs, words", [
+    ((-1, 8, 8), dict(sm_count=132), ["multistage_plan", "M must be >= 0"]),
+    ((8, 8, -8), dict(sm_count=132), ["multistage_plan", "K must be >= 0"]),
+    ((2**41, 8, 8), dict(sm_count=132), ["multistage_plan", "M must be at most 2^40"]),
+    ((2**30, 2**30, 8), dict(sm_count=132), ["multistage_plan", "M·N"]),
+    ((8, 8, 8), dict(sm_count=0), ["multistage_plan", "sm_count"]),
+    ((8, 8, 8), dict(sm_count=132, batch=-1), ["multistage_plan", "batch"]),
+])
+def test_multistage_plan_bad_arguments(args, kwargs, words):
+    with pytest.raises(ValueError) as error:
+        _C.multistage_plan(*args, **kwargs)
     assert all(w in str(error.value) for w in words), str(error.value)
 
 

@@ -94,6 +94,12 @@ def test_smem_alias_is_the_32_tile():
             torch_gemm.mm_tiled(a, b, kernel="smem")
 
 
+def multistage_plan(M, N, K):
+    """multistage's plan of a float32 (M, N, K) on the current GPU, as its launcher makes it."""
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return torch_gemm._C.multistage_plan(M, N, K, sm_count=sms)
+
+
 # Few output tiles and a long K: multistage splits K into slices (the last one shorter where K
 # does not divide evenly) and sums them in a second kernel.
 SPLIT_K_SHAPES = [(64, 64, 2049), (33, 200, 1537), (1, 1, 4097), (130, 70, 1000), (7, 300, 3001)]
@@ -103,7 +109,7 @@ SPLIT_K_SHAPES = [(64, 64, 2049), (33, 200, 1537), (1, 1, 4097), (130, 70, 1000)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_multistage_split_k(layout):
     for M, N, K in SPLIT_K_SHAPES:
-        assert torch_gemm._C.multistage_plan(M, N, K)["splits"] > 1, (M, N, K)
+        assert multistage_plan(M, N, K)["split_k"] > 1, (M, N, K)
         gen = generator("cuda", "split_k", layout, M, N, K)
         a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
         with poisoned_outputs():
@@ -117,17 +123,15 @@ def test_multistage_plan_fills_the_gpu():
     """The large tile unsplit where its tiles make several waves, the small one split in K where
     few tiles exist, the large one split where its tiles would leave most of a wave empty."""
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    big = torch_gemm._C.multistage_plan(4096, 4096, 4096)
-    assert (big["block_m"], big["block_n"], big["splits"]) == (128, 256, 1)
+    big = multistage_plan(4096, 4096, 4096)
+    assert (big["tile"], big["split_k"]) == ((128, 256), 1)
     if sms >= 32:  # 16 rows of 4096 columns: 64 small tiles, split to about 4 blocks an SM
-        skinny = torch_gemm._C.multistage_plan(16, 4096, 4096)
-        assert (skinny["block_m"], skinny["block_n"]) == (64, 64) and skinny["splits"] > 1
-    assert torch_gemm._C.multistage_plan(1000, 1000, 7)["splits"] == 1  # too little K to split
+        skinny = multistage_plan(16, 4096, 4096)
+        assert skinny["tile"] == (64, 64) and skinny["split_k"] > 1
+    assert multistage_plan(1000, 1000, 7)["split_k"] == 1  # too little K to split
     tiles = max(sms // 3, 1)  # large tiles of one 128-row band: a third of a wave, 3 splits fill it
-    third = torch_gemm._C.multistage_plan(128, 256 * tiles, 8192)
-    assert (third["block_m"], third["block_n"]) == (128, 256) and third["splits"] > 1, third
-    with pytest.raises(RuntimeError, match="multistage_plan: M, N and K"):
-        torch_gemm._C.multistage_plan(1000, 1000, -100)
+    third = multistage_plan(128, 256 * tiles, 8192)
+    assert third["tile"] == (128, 256) and third["split_k"] > 1, third
 
 
 # The large tile split in K (plan_multistage's choice where its tiles leave a wave part empty):
@@ -141,7 +145,7 @@ LARGE_SPLIT_SHAPES = [(300, 2500, 2000), (255, 2300, 3001), (250, 3000, 4099), (
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_multistage_large_tile_split_k(layout):
     planned = [s for s in LARGE_SPLIT_SHAPES
-               if (lambda p: p["block_m"] == 128 and p["splits"] > 1)(torch_gemm._C.multistage_plan(*s))]
+               if (lambda p: p["tile"] == (128, 256) and p["split_k"] > 1)(multistage_plan(*s))]
     if not planned:
         pytest.skip("no shape of the list is planned as a split large tile on this GPU")
     M, N, K = planned[0]

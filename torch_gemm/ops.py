@@ -156,7 +156,9 @@ def explain(
         cluster, split_k (and split_groups), stream_k (and stream_k_turns), each operand's
         ``k_major`` and ``repack``, C's ``store`` (``"tma"``, ``"tma_transposed"`` or
         ``"registers"``), ``transposed``, ``row_sum``, the tiles, turns, resident clusters, grid and
-        workspace bytes, and under ``"why"`` a sentence per decision; and for ``decode_sm80``
+        workspace bytes, and under ``"why"`` a sentence per decision; for ``multistage``, where it
+        is ``torch_gemm._C.multistage_plan``'s answer: the tile, split_k, waves, the cost model's
+        time of it and of every plan it weighed, the workspace and why; and for ``decode_sm80``
         against an N-major ``b`` (dx against a linear's weight), where ``torch_gemm._C.
         decode_n_major_plan`` answers: its token tiles, 64-column blocks, the cluster splitting K
         and whether ``auto`` prefers it. The environment's ``TORCH_GEMM_WGMMA_*`` and
@@ -261,6 +263,8 @@ def explain(
         answer["plan"] = _C.sm90_plan(M, N, K, sm_count=sm_count, batch=batch, dtype="float32",
                                       bias=bias is not None, max_active_clusters=max_active_clusters,
                                       three_tf32=True, **env)
+    if answer["kernel"] == "multistage":
+        answer["plan"] = _C.multistage_plan(M, N, K, sm_count=sm_count, batch=batch)
     if answer["kernel"] == "decode_sm80":
         # Against an N-major weight (dx): its 64-column blocks and the cluster splitting K (None
         # for the K-major kernel, whose plan is not exposed).

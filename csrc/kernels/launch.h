@@ -21,16 +21,10 @@ LaunchStatus launch_gemm_smem32(const GemmParams& params, cudaStream_t stream);
 // The register-tiled rungs take fp32 only (refused for any other dtype).
 LaunchStatus launch_gemm_regtile(const GemmParams& params, cudaStream_t stream);
 LaunchStatus launch_gemm_warptile(const GemmParams& params, cudaStream_t stream);
-// cp.async (sm_80+); with split-K it needs gemm_multistage_workspace_bytes of workspace.
+// cp.async (sm_80+); with split-K it needs gemm_multistage_workspace_bytes of workspace (its plan:
+// multistage_plan.h).
 LaunchStatus launch_gemm_multistage(const GemmParams& params, cudaStream_t stream);
 int64_t gemm_multistage_workspace_bytes(const GemmParams& params);
-
-// The output tile and K split count multistage picks for an fp32 (M, N, K) on the current
-// device (for tests and the benchmark record).
-struct MultistageChoice {
-  int block_m, block_n, splits;
-};
-MultistageChoice multistage_choice(int64_t M, int64_t N, int64_t K);
 
 // A few rows of A against B streamed once (decode): matrix-vector products on the CUDA cores,
 // 16-byte loads where A's rows and B's columns are contiguous (a linear's weight is). kernel="auto"

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kernels/async_copy.cuh"
+#include "kernels/multistage_plan.h"
 #include "kernels/thread_tile.cuh"
 
 namespace torch_gemm {
@@ -50,6 +51,16 @@ using MultistageLargeConfig =
     MultistageConfig<WarpTiling<128, 256, 64, 64, 16, 8, /*kPairLanes=*/false>, 16, 3, 1>;
 using MultistageSmallConfig =
     MultistageConfig<WarpTiling<64, 64, 32, 32, 8, 4, /*kPairLanes=*/true>, 8, 4, 4>;
+
+// The planner (multistage_plan.h, host code) knows these tiles by their numbers.
+template <typename Config>
+constexpr bool config_is_tile(const MultistageTile& tile) {
+  return Config::kBlockM == tile.block_m && Config::kBlockN == tile.block_n &&
+         Config::kBlockK == tile.block_k && Config::kMinBlocksPerSM == tile.blocks_per_sm;
+}
+static_assert(config_is_tile<MultistageLargeConfig>(kMultistageLargeTile) &&
+                  config_is_tile<MultistageSmallConfig>(kMultistageSmallTile),
+              "multistage_plan.h's tiles must be the configurations launched");
 
 // The copy layout of an operand: MN-major float4 layouts copy 16 bytes per vector; every other
 // one copies 4-byte elements, a K-major operand transposed on the way into sX[k][x]. A K-major
@@ -110,12 +121,6 @@ struct AsyncOperandLoader
       }
     }
   }
-};
-
-// How a multistage launch splits K: `splits` slices of k_tiles_per_split k-tiles each.
-struct SplitK {
-  int splits = 1;
-  int64_t k_tiles_per_split = 0;
 };
 
 // One block per (kBlockM, kBlockN) tile of C and per split of K or batch element (blockIdx.z:
@@ -245,113 +250,6 @@ __global__ void gemm_splitk_reduce_kernel(const float* __restrict__ workspace, i
       c.ptr[m * c.stride_m + n * c.stride_n] = sum[0] + bias_of(c, n);
     }
   }
-}
-
-// Bytes of fp32 workspace a split needs: one (M, N) slice per split, none without split-K.
-inline int64_t splitk_workspace_bytes(const GemmParams& p, const SplitK& split) {
-  return split.splits > 1 ? split.splits * p.M * p.N * static_cast<int64_t>(sizeof(float)) : 0;
-}
-
-// Which configuration and how many K splits a shape gets, given the GPU's SM count: the plan of
-// least modeled time, where a plan's time is its waves of resident blocks × the k-tiles of a split
-// × a k-tile's time at the tile's rate, plus, with split-K, the workspace's traffic (each split
-// writes an (M, N) slice, the reduction reads them all and writes C). The candidates:
-// - the large tile split 1 to kMaxSplits times in K (one block an SM: the split that fills the
-//   last wave best, 2048 × 2560 × 28672 has 160 tiles on 132 SMs, 4 splits make 4.85 waves of a
-//   quarter of the work where 1 makes 2 waves of all of it);
-// - where the large tiles are fewer than two waves, the small tile (kSmallBlocksPerSM blocks an
-//   SM), split in K until about kSmallBlocksPerSM blocks an SM exist (1000³: 256 tiles, 2 splits).
-// A split keeps at least kMinKTilesPerSplit k-tiles and a workspace of at most
-// kMaxWorkspaceBytes, splits only an unbatched product, and is taken over fewer splits only where
-// it is more than kTieMargin faster. The rates were fitted to the models grid's float32 forwards at
-// 16 to 2048 rows against every plan forced (benchmarks/NOTES.md, session 61).
-struct MultistagePlan {
-  bool large = true;
-  SplitK split;
-};
-
-struct MultistageCostModel {
-  static constexpr double kLargeFmasPerSmNs = 151.5;  // the large tile's rate on one SM
-  static constexpr double kSmallRateOfLarge = 0.75;   // the small tile's, 4 blocks sharing an SM
-  static constexpr double kWorkspaceBytesPerNs = 750.0;  // split-K traffic, the whole GPU
-  static constexpr double kTieMargin = 0.02;
-};
-
-inline MultistagePlan plan_multistage(const GemmParams& p, int sms) {
-  constexpr int64_t kSmallBlocksPerSM = 4;
-  constexpr int64_t kMaxSplits = 8;
-  constexpr int64_t kMinKTilesPerSplit = 8;
-  constexpr int64_t kMaxWorkspaceBytes = int64_t{256} << 20;
-  using Large = MultistageLargeConfig;
-  using Small = MultistageSmallConfig;
-  using Model = MultistageCostModel;
-  const int64_t resident = std::max<int64_t>(sms, 1);
-
-  // The split of `k_tiles` into about `wanted` slices, none of them empty (rounding the slice up
-  // may leave fewer slices than wanted).
-  const auto split_of = [&](int64_t k_tiles, int64_t wanted) {
-    SplitK split;
-    if (wanted > 1 && p.batch == 1 && ceil_div(k_tiles, wanted) >= kMinKTilesPerSplit) {
-      split.k_tiles_per_split = ceil_div(k_tiles, wanted);
-      split.splits = static_cast<int>(ceil_div(k_tiles, split.k_tiles_per_split));
-    }
-    return split;
-  };
-  // Modeled ns of `tiles` output tiles of kBlockM × kBlockN, `per_sm` resident an SM, at `rate`.
-  const auto cost = [&](const SplitK& split, int64_t tiles, int64_t per_sm, int64_t k_tiles,
-                        int block_m, int block_n, int block_k, double rate) {
-    const int64_t waves = ceil_div(tiles * split.splits, resident * per_sm);
-    const int64_t k_tiles_per_block = split.splits > 1 ? split.k_tiles_per_split : k_tiles;
-    const double fmas_per_sm = static_cast<double>(waves) * static_cast<double>(per_sm) *
-                               static_cast<double>(k_tiles_per_block) * block_m * block_n * block_k;
-    double ns = fmas_per_sm / rate;
-    if (split.splits > 1) {
-      const double mn = static_cast<double>(p.M) * static_cast<double>(p.N) * sizeof(float);
-      ns += (2.0 * split.splits + 1.0) * mn / Model::kWorkspaceBytesPerNs;
-    }
-    return ns;
-  };
-
-  struct Candidate {
-    MultistagePlan plan;
-    double ns;
-  };
-  Candidate candidates[kMaxSplits + 1];
-  int count = 0;
-  const int64_t large_tiles = ceil_div(p.M, Large::kBlockM) * ceil_div(p.N, Large::kBlockN) * p.batch;
-  const int64_t large_k_tiles = ceil_div(p.K, Large::kBlockK);
-  for (int64_t wanted = 1; wanted <= kMaxSplits; ++wanted) {
-    const SplitK split = split_of(large_k_tiles, wanted);
-    if (wanted > 1 && (split.splits <= 1 || splitk_workspace_bytes(p, split) > kMaxWorkspaceBytes)) {
-      continue;
-    }
-    candidates[count++] = {{true, split}, cost(split, large_tiles, 1, large_k_tiles, Large::kBlockM,
-                                               Large::kBlockN, Large::kBlockK, Model::kLargeFmasPerSmNs)};
-  }
-  if (large_tiles < 2 * resident) {
-    const int64_t small_tiles =
-        ceil_div(p.M, Small::kBlockM) * ceil_div(p.N, Small::kBlockN) * p.batch;
-    const int64_t small_k_tiles = ceil_div(p.K, Small::kBlockK);
-    const int64_t wanted = std::min({kSmallBlocksPerSM * resident / std::max<int64_t>(small_tiles, 1),
-                                     kMaxSplits, small_k_tiles / kMinKTilesPerSplit});
-    SplitK split = split_of(small_k_tiles, wanted);
-    if (splitk_workspace_bytes(p, split) > kMaxWorkspaceBytes) split = SplitK{};
-    candidates[count++] = {{false, split},
-                           cost(split, small_tiles, kSmallBlocksPerSM, small_k_tiles, Small::kBlockM,
-                                Small::kBlockN, Small::kBlockK,
-                                Model::kLargeFmasPerSmNs * Model::kSmallRateOfLarge)};
-  }
-  int chosen = 0;
-  for (int i = 1; i < count; ++i) chosen = candidates[i].ns < candidates[chosen].ns ? i : chosen;
-  const double least = candidates[chosen].ns;
-  // The fewest splits within the margin of the least; the large tile first among equals.
-  for (int i = 0; i < count; ++i) {
-    if (candidates[i].ns <= least * (1.0 + Model::kTieMargin) &&
-        candidates[i].plan.split.splits < candidates[chosen].plan.split.splits) {
-      chosen = i;
-    }
-  }
-  return candidates[chosen].plan;
 }
 
 // Launches the multistage kernel for one configuration and operand layouts, then, with split-K,

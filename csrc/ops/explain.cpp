@@ -1,6 +1,6 @@
-// The plans behind kernel="auto", wgmma_sm90 and decode_sm80 against an N-major weight as Python
-// functions of the torch_gemm._C module (torch_gemm.explain calls them): pure functions of shapes
-// and device facts, in every build.
+// The plans behind kernel="auto", wgmma_sm90, multistage and decode_sm80 against an N-major weight
+// as Python functions of the torch_gemm._C module (torch_gemm.explain calls them): pure functions
+// of shapes and device facts, in every build.
 #include "ops/explain.h"
 
 #include <torch/extension.h>
@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/decode_plan.h"
+#include "kernels/multistage_plan.h"
 #include "kernels/sm90/heuristics.h"
 #include "ops/auto_kernel.h"
 
@@ -242,6 +244,57 @@ py::object decode_n_major_plan(int64_t M, int64_t N, int64_t K, const std::strin
   return d;
 }
 
+// A plan's tile and split as explain shows them.
+py::dict describe_multistage(const MultistagePlan& plan) {
+  py::dict d;
+  d["tile"] = py::make_tuple(plan.tile().block_m, plan.tile().block_n);
+  d["split_k"] = plan.split.splits;
+  d["waves"] = plan.waves;
+  d["modeled_us"] = plan.modeled_ns * 1e-3;
+  return d;
+}
+
+// multistage's plan (multistage_plan.h) of a float32 product on a GPU of sm_count multiprocessors.
+py::dict multistage_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t batch) {
+  const char* fn = "multistage_plan";
+  // Extents a float32 C and its operands could have: the plan's counts of bytes stay in int64.
+  constexpr int64_t kMaxExtent = int64_t{1} << 40, kMaxOutputs = int64_t{1} << 56;
+  for (const auto& [arg, value] : {std::pair<const char*, int64_t>{"M", M}, {"N", N}, {"K", K}}) {
+    check_extent(fn, arg, value);
+    if (value > kMaxExtent) fail(fn, std::string(arg) + " must be at most 2^40, got " + std::to_string(value));
+  }
+  if (M > 0 && N > kMaxOutputs / M) fail(fn, "M·N must be at most 2^56");
+  if (sm_count <= 0 || sm_count > INT_MAX) fail(fn, "sm_count must be > 0, got " + std::to_string(sm_count));
+  check_extent(fn, "batch", batch);
+  if (batch > kMaxExtent) fail(fn, "batch must be at most 2^40, got " + std::to_string(batch));
+  GemmParams p;
+  p.M = M, p.N = N, p.K = K, p.batch = batch, p.dtype = DType::kFloat32;
+  MultistageCandidates weighed;
+  const MultistagePlan plan = plan_multistage(p, static_cast<int>(sm_count), &weighed);
+  const MultistageTile& tile = plan.tile();
+  py::dict d = describe_multistage(plan);
+  d["block_k"] = tile.block_k;
+  d["blocks_per_sm"] = tile.blocks_per_sm;
+  d["tiles"] = ceil_div(M, tile.block_m) * ceil_div(N, tile.block_n) * batch;
+  d["k_tiles_per_split"] = plan.split.splits > 1 ? plan.split.k_tiles_per_split : ceil_div(K, tile.block_k);
+  d["workspace_bytes"] = multistage_workspace_bytes(p, static_cast<int>(sm_count));
+  py::list candidates;
+  for (int i = 0; i < weighed.count; ++i) candidates.append(describe_multistage(weighed.plans[i]));
+  d["candidates"] = candidates;
+  py::list why;
+  const std::string shape = std::to_string(tile.block_m) + "x" + std::to_string(tile.block_n);
+  why.append("the least modeled time of " + std::to_string(weighed.count) +
+             " plans (the 128x256 tile split 1 to 8 ways in K, and the 64x64 tile where the "
+             "128x256 tiles make under two waves), the fewest splits within 2 % of it: " + shape +
+             " tiles, " + (plan.split.splits > 1 ? "K split " + std::to_string(plan.split.splits) + " ways, "
+                                                  : std::string("K whole, ")) +
+             std::to_string(plan.waves) + " wave(s) of " + std::to_string(tile.blocks_per_sm) +
+             " block(s) an SM");
+  if (batch != 1) why.append("K is not split: a batched product");
+  d["why"] = why;
+  return d;
+}
+
 }  // namespace
 
 void bind_plans(pybind11::module_& m) {
@@ -276,6 +329,13 @@ void bind_plans(pybind11::module_& m) {
         "(b_strides replaces b_stride_k), a_address / b_address: their data_ptr(), for the decode "
         "rules' 16-byte loads; bias, row_sum: linear_tiled's bias or mm_tiled_row_sum's sums, as "
         "wgmma's plan, which auto consults, takes them.");
+  m.def("multistage_plan", &multistage_plan, "M"_a, "N"_a, "K"_a, py::kw_only(), "sm_count"_a,
+        "batch"_a = 1,
+        "multistage's plan of a float32 product (batch of them) on a GPU of sm_count "
+        "multiprocessors, as its launcher makes it: {'tile', 'split_k', 'waves' (rounds of "
+        "'blocks_per_sm' blocks on every SM), 'modeled_us' (the cost model's time), 'block_k', "
+        "'blocks_per_sm', 'tiles', 'k_tiles_per_split', 'workspace_bytes', 'candidates' (every "
+        "plan weighed: tile, split_k, waves, modeled_us), 'why'}.");
   m.def("decode_n_major_plan", &decode_n_major_plan, "M"_a, "N"_a, "K"_a, py::kw_only(), "dtype"_a,
         "sm_count"_a = 132, "batch"_a = 1, "clusters"_a = true, "cluster"_a = py::none(),
         "a_strides"_a = py::none(), "b_strides"_a = py::none(), "a_address"_a = 0, "b_address"_a = 0,

@@ -1,0 +1,165 @@
+// How the multistage rung (multistage.cuh) tiles and splits a float32 product: its two tiles as
+// numbers, split-K's slices and workspace, and plan_multistage's cost model. Host code only, so
+// that torch_gemm.explain shows the launcher's plan in every build.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "kernels/gemm_params.h"
+
+namespace torch_gemm {
+
+// A tile the rung launches (multistage.cuh checks its configurations against these).
+struct MultistageTile {
+  int block_m, block_n;  // C's tile
+  int block_k;           // depth of one k-tile
+  int blocks_per_sm;     // resident on one SM
+};
+inline constexpr MultistageTile kMultistageLargeTile{128, 256, 16, 1};
+inline constexpr MultistageTile kMultistageSmallTile{64, 64, 8, 4};
+
+// How a multistage launch splits K: `splits` slices of k_tiles_per_split k-tiles each.
+struct SplitK {
+  int splits = 1;
+  int64_t k_tiles_per_split = 0;
+};
+
+// Bytes of fp32 workspace a split needs: one (M, N) slice per split, none without split-K.
+inline int64_t splitk_workspace_bytes(const GemmParams& p, const SplitK& split) {
+  return split.splits > 1 ? split.splits * p.M * p.N * static_cast<int64_t>(sizeof(float)) : 0;
+}
+
+// The model's rates and plan_multistage's limits (benchmarks/NOTES.md, session 61).
+struct MultistageCostModel {
+  static constexpr double kLargeFmasPerSmNs = 151.5;  // the large tile's rate on one SM
+  static constexpr double kSmallRateOfLarge = 0.75;   // the small tile's, 4 blocks sharing an SM
+  static constexpr double kWorkspaceBytesPerNs = 750.0;  // split-K traffic, the whole GPU
+  static constexpr double kTieMargin = 0.02;
+  static constexpr int64_t kMaxSplits = 8;
+  static constexpr int64_t kMinKTilesPerSplit = 8;
+  static constexpr int64_t kMaxWorkspaceBytes = int64_t{256} << 20;
+};
+
+// A plan: the tile, K's split, and what the model says of it.
+struct MultistagePlan {
+  bool large = true;
+  SplitK split;
+  int64_t waves = 0;        // rounds of blocks_per_sm blocks on every SM
+  double modeled_ns = 0.0;  // the cost model's time
+  const MultistageTile& tile() const { return large ? kMultistageLargeTile : kMultistageSmallTile; }
+};
+
+// What plan_multistage weighed: the large tile split 1 to kMaxSplits ways and the small one.
+struct MultistageCandidates {
+  MultistagePlan plans[MultistageCostModel::kMaxSplits + 1];
+  int count = 0;
+};
+
+// Which tile and how many K splits a product gets on a GPU of `sms` SMs: the plan of least modeled
+// time, where a plan's time is its waves of resident blocks × the k-tiles of a split × a k-tile's
+// time at the tile's rate, plus, with split-K, the workspace's traffic (each split writes an
+// (M, N) slice, the reduction reads them all and writes C). The candidates:
+// - the large tile split 1 to kMaxSplits times in K (one block an SM: the split that fills the
+//   last wave best, 2048 × 2560 × 28672 has 160 tiles on 132 SMs, 4 splits make 4.85 waves of a
+//   quarter of the work where 1 makes 2 waves of all of it);
+// - where the large tiles are fewer than two waves, the small tile (4 blocks an SM), split in K
+//   until about 4 blocks an SM exist (1000³: 256 tiles, 2 splits).
+// A split keeps at least kMinKTilesPerSplit k-tiles and a workspace of at most
+// kMaxWorkspaceBytes, splits only an unbatched product, and is taken over fewer splits only where
+// it is more than kTieMargin faster. The rates were fitted to the models grid's float32 forwards at
+// 16 to 2048 rows against every plan forced. `weighed`, where given, receives every candidate.
+inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
+                                      MultistageCandidates* weighed = nullptr) {
+  using Model = MultistageCostModel;
+  const int64_t resident = std::max<int64_t>(sms, 1);
+
+  // The split of `k_tiles` into about `wanted` slices, none of them empty (rounding the slice up
+  // may leave fewer slices than wanted).
+  const auto split_of = [&](int64_t k_tiles, int64_t wanted) {
+    SplitK split;
+    if (wanted > 1 && p.batch == 1 && ceil_div(k_tiles, wanted) >= Model::kMinKTilesPerSplit) {
+      split.k_tiles_per_split = ceil_div(k_tiles, wanted);
+      split.splits = static_cast<int>(ceil_div(k_tiles, split.k_tiles_per_split));
+    }
+    return split;
+  };
+  // The plan of `tile` split as `split`, its waves and modeled ns.
+  const auto modeled = [&](const MultistageTile& tile, const SplitK& split) {
+    MultistagePlan plan;
+    plan.large = &tile == &kMultistageLargeTile;
+    plan.split = split;
+    const int64_t tiles = ceil_div(p.M, tile.block_m) * ceil_div(p.N, tile.block_n) * p.batch;
+    const int64_t k_tiles = ceil_div(p.K, tile.block_k);
+    plan.waves = ceil_div(tiles * split.splits, resident * tile.blocks_per_sm);
+    const int64_t k_tiles_per_block = split.splits > 1 ? split.k_tiles_per_split : k_tiles;
+    const double fmas_per_sm = static_cast<double>(plan.waves) * tile.blocks_per_sm *
+                               static_cast<double>(k_tiles_per_block) * tile.block_m *
+                               tile.block_n * tile.block_k;
+    const double rate = Model::kLargeFmasPerSmNs * (plan.large ? 1.0 : Model::kSmallRateOfLarge);
+    plan.modeled_ns = fmas_per_sm / rate;
+    if (split.splits > 1) {
+      const double mn = static_cast<double>(p.M) * static_cast<double>(p.N) * sizeof(float);
+      plan.modeled_ns += (2.0 * split.splits + 1.0) * mn / Model::kWorkspaceBytesPerNs;
+    }
+    return plan;
+  };
+
+  MultistageCandidates local;
+  MultistageCandidates& candidates = weighed != nullptr ? *weighed : local;
+  candidates.count = 0;
+  const MultistageTile& large = kMultistageLargeTile;
+  const MultistageTile& small = kMultistageSmallTile;
+  const int64_t large_k_tiles = ceil_div(p.K, large.block_k);
+  for (int64_t wanted = 1; wanted <= Model::kMaxSplits; ++wanted) {
+    const SplitK split = split_of(large_k_tiles, wanted);
+    if (wanted > 1 &&
+        (split.splits <= 1 || splitk_workspace_bytes(p, split) > Model::kMaxWorkspaceBytes)) {
+      continue;
+    }
+    candidates.plans[candidates.count++] = modeled(large, split);
+  }
+  const int64_t large_tiles = ceil_div(p.M, large.block_m) * ceil_div(p.N, large.block_n) * p.batch;
+  if (large_tiles < 2 * resident) {
+    const int64_t small_tiles = ceil_div(p.M, small.block_m) * ceil_div(p.N, small.block_n) * p.batch;
+    const int64_t small_k_tiles = ceil_div(p.K, small.block_k);
+    const int64_t wanted =
+        std::min({small.blocks_per_sm * resident / std::max<int64_t>(small_tiles, 1),
+                  Model::kMaxSplits, small_k_tiles / Model::kMinKTilesPerSplit});
+    SplitK split = split_of(small_k_tiles, wanted);
+    if (splitk_workspace_bytes(p, split) > Model::kMaxWorkspaceBytes) split = SplitK{};
+    candidates.plans[candidates.count++] = modeled(small, split);
+  }
+  int chosen = 0;
+  for (int i = 1; i < candidates.count; ++i) {
+    if (candidates.plans[i].modeled_ns < candidates.plans[chosen].modeled_ns) chosen = i;
+  }
+  const double least = candidates.plans[chosen].modeled_ns;
+  // The fewest splits within the margin of the least; the large tile first among equals.
+  for (int i = 0; i < candidates.count; ++i) {
+    const MultistagePlan& plan = candidates.plans[i];
+    if (plan.modeled_ns <= least * (1.0 + Model::kTieMargin) &&
+        plan.split.splits < candidates.plans[chosen].split.splits) {
+      chosen = i;
+    }
+  }
+  return candidates.plans[chosen];
+}
+
+// Bytes of workspace a launch needs: the launcher plans each chunk of at most kMaxGridZ products
+// of the batch (launch_fp32_tiled), and a last chunk of one product may split K where the whole
+// batch does not, so the largest chunk plan's.
+inline int64_t multistage_workspace_bytes(const GemmParams& p, int sms) {
+  if (p.M == 0 || p.N == 0) return 0;
+  int64_t bytes = 0;
+  for (const int64_t chunk : {std::min(p.batch, kMaxGridZ), p.batch % kMaxGridZ}) {
+    if (chunk == 0) continue;
+    GemmParams planned = p;
+    planned.batch = chunk;
+    bytes = std::max(bytes, splitk_workspace_bytes(planned, plan_multistage(planned, sms).split));
+  }
+  return bytes;
+}
+
+}  // namespace torch_gemm
