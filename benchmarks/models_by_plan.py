@@ -4,7 +4,7 @@ Each fwd, dx and dW row of a ``<gpu>-models.json`` is mapped to the call it time
 (``linear_tiled(x, W)``: NT; ``mm_tiled(grad, W)``: NN; ``mm_tiled(grad.T, x)``: TN) and to what
 ``torch_gemm.explain`` says that call runs on the record's GPU (compute capability 9.0 and the
 record's SM count): the kernel and, for wgmma_sm90, the tile, K slices, pairs, stream-K and how
-full one round of its blocks is. Prints the groups of (pass, token band, plan) by their total loss
+full one round of its blocks is; for multistage, the tile, K slices and waves. Prints the groups of (pass, token band, plan) by their total loss
 (the sum of log(ours / torch) over the group: what the band's geomean would gain if they ran at
 torch's pace), each with its geomean, min and worst products. No GPU needed: the plan is CPU
 code, evaluated at this checkout's commit, which may differ from the record's.
@@ -54,13 +54,18 @@ def fill_band(fill: float) -> str:
 
 def plan_label(explained: dict, sms: int) -> str:
     """The kernel, and for wgmma_sm90 its tile, split, pairs, stream-K and the first round's fill;
-    for decode_sm80 against an N-major weight its cluster and blocks."""
+    for multistage its tile, split and waves; for decode_sm80 against an N-major weight its
+    cluster and blocks."""
     plan = explained.get("plan")
     if not plan:
         return explained["kernel"]
     if explained["kernel"] == "decode_sm80":
         blocks = plan["blocks"] * plan["cluster"]
         return f"decode_sm80, N-major, cluster {plan['cluster']}, {blocks} blocks"
+    if explained["kernel"] == "multistage":
+        tile = "x".join(map(str, plan["tile"]))
+        split = f", split {plan['split_k']}" if plan["split_k"] > 1 else ""
+        return f"multistage, {tile}{split}, {plan['waves']} wave" + ("s" if plan["waves"] != 1 else "")
     tile = "x".join(map(str, plan["tile"]))
     parts = [explained["kernel"], tile]
     if plan["split_k"] > 1:

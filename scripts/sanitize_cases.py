@@ -69,7 +69,8 @@ class Case:
     "row_sum" (mm_tiled_row_sum) or "bmm" (bmm_tiled, `batch` products). a_k_major / b_k_major:
     stride 1 along K; offset: elements before each operand's data (1 leaves it 2 or 4 bytes off
     the 16 bytes TMA needs). expect: the plan's fields for this call (wgmma_sm90: sm90_plan's
-    keys; decode_sm80: "token_tiles" and "splits_k", and against an N-major B "cluster")."""
+    keys; multistage: multistage_plan's; decode_sm80: "token_tiles" and "splits_k", and against
+    an N-major B "cluster")."""
 
     path: str
     why: str
@@ -342,13 +343,13 @@ DEFAULT_CASES = (
          "each warp 4 columns of 1001 (the last group's 3 past N read column n0 and are not "
          "stored) (kernel= only: auto takes multistage past 8 rows)",
          "gemv", 13, 1001, 5636, dtype="float32"),
-    Case("multistage split-K", "float32, 64 rows: 4 small tiles and 512 k-tiles, split 8 ways "
-         "(plan_multistage, not exposed on the CPU: unchecked)",
-         "multistage", 64, 256, 4096, dtype="float32"),
+    Case("multistage split-K", "float32, 64 rows: 4 small tiles and 512 k-tiles, split 8 ways",
+         "multistage", 64, 256, 4096, dtype="float32", expect={"tile": (64, 64), "split_k": 8}),
     Case("multistage large split-K", "float32 linear with a bias, 300 rows: 30 large tiles (the "
-         "last row and column of them part empty) and 125 k-tiles, split 4 ways on 132 SMs, the "
-         "bias added by the reduction (plan_multistage: unchecked)",
-         "multistage", 300, 2500, 2000, dtype="float32", op="linear"),
+         "last row and column of them part empty) and 125 k-tiles, split 4 ways, the bias added "
+         "by the reduction",
+         "multistage", 300, 2500, 2000, dtype="float32", op="linear",
+         expect={"tile": (128, 256), "split_k": 4}),
 )
 GROUPS = (
     Group("default", {}, DEFAULT_CASES, sweep=True),
@@ -504,9 +505,9 @@ def on_gpu(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
 
 def plan(case: Case, env: dict, sm_count: int = PLAN_SM_COUNT) -> dict:
     """What the plans say about the case on a GPU of sm_count SMs under env: sm90_plan's answer
-    for wgmma_sm90; for the other kernels the kernel auto picks and decode's token tiles and
-    whether decode_sm80 splits K (auto leaves such decode calls to wgmma_sm90 on sm_90), or
-    against an N-major B its cluster."""
+    for wgmma_sm90; for the other kernels the kernel auto picks, with multistage's plan, or
+    decode's token tiles and whether decode_sm80 splits K (auto leaves such decode calls to
+    wgmma_sm90 on sm_90), or against an N-major B its cluster."""
     a, b, bias = operands(case)
     if case.kernel == "wgmma_sm90_3xtf32":
         # explain's plan of the TF32 product over the split operands (overrides from os.environ:
@@ -526,6 +527,8 @@ def plan(case: Case, env: dict, sm_count: int = PLAN_SM_COUNT) -> dict:
     answer = {"auto": torch_gemm._C.auto_kernel(
         case.M, case.N, case.K, dtype=case.dtype, sm=90, sm_count=sm_count,
         b_stride_k=b.stride(-2), allow_tf32=False)["kernel"]}
+    if case.kernel == "multistage":
+        answer.update(torch_gemm._C.multistage_plan(case.M, case.N, case.K, sm_count=sm_count, batch=case.batch))
     if case.kernel == "decode_sm80":
         # decode_plan.cpp: one 8-token tile up to 8 rows, 2 up to 16, 4 up to 32, else 8.
         answer["token_tiles"] = next(t for t in (1, 2, 4, 8) if case.M <= 8 * t or t == 8)

@@ -1699,12 +1699,19 @@ def test_explain_shows_multistage_plan():
     assert (plan(16, 4096, 4096, sm_count=132)["tile"], plan(16, 4096, 4096, sm_count=132)["split_k"]) == ((64, 64), 8)
     assert plan(2048, 2560, 28672, sm_count=132)["split_k"] == 4  # 160 tiles: 4.85 waves of a quarter
     batched = plan(256, 5120, 28672, sm_count=132, batch=2)
-    assert batched["split_k"] == 1 and batched["workspace_bytes"] == 0 and "batched" in batched["why"][-1]
-    # A batch of 65536 runs as 65535 products and one: the last one's split sizes the workspace.
-    assert plan(64, 64, 128, sm_count=132, batch=65536)["workspace_bytes"] == 2 * 64 * 64 * 4
-    for M, N, K in [(0, 0, 0), (0, 5, 7), (5, 0, 7), (5, 7, 0), (1, 1, 1)]:
-        empty = plan(M, N, K, sm_count=132)
-        assert empty["split_k"] == 1 and empty["workspace_bytes"] == 0
+    assert batched["split_k"] == 1 and batched["workspace_bytes"] == 0 and "batch" in batched["why"][-1]
+    assert batched["launches"] == 1 and batched["last_launch"] is None
+    # A batch of 65536 runs as a launch of 65535 products and one of one, planned alone: that one
+    # splits K and sizes the workspace.
+    chunked = plan(64, 64, 128, sm_count=132, batch=65536)
+    assert (chunked["launches"], chunked["split_k"], chunked["tiles"]) == (2, 1, 65536)
+    assert chunked["last_launch"]["split_k"] == 2 and chunked["workspace_bytes"] == 2 * 64 * 64 * 4
+    for M, N, K, batch in [(0, 0, 0, 1), (0, 5, 7, 1), (5, 0, 7, 1), (0, 5, 100000, 1), (5, 7, 3, 0)]:
+        empty = plan(M, N, K, sm_count=132, batch=batch)
+        assert (empty["split_k"], empty["workspace_bytes"], empty["launches"], empty["tiles"]) == (1, 0, 0, 0)
+        assert empty["k_tiles_per_split"] == 0 and empty["candidates"] == [] and "empty" in empty["why"][0]
+    for M, N, K in [(5, 7, 0), (1, 1, 1)]:
+        assert plan(M, N, K, sm_count=132)["split_k"] == 1 and plan(M, N, K, sm_count=132)["launches"] == 1
     bmm = explain(torch.empty(3, 64, 128, device="meta"), torch.empty(3, 128, 96, device="meta"),
                   sm=80, sm_count=108)
     assert bmm["kernel"] == "multistage" and bmm["plan"]["split_k"] == 1 and bmm["plan"]["tiles"] == 6
@@ -1731,9 +1738,13 @@ def test_sm90_plan_bad_arguments(kwargs, words):
     ((-1, 8, 8), dict(sm_count=132), ["multistage_plan", "M must be >= 0"]),
     ((8, 8, -8), dict(sm_count=132), ["multistage_plan", "K must be >= 0"]),
     ((2**41, 8, 8), dict(sm_count=132), ["multistage_plan", "M must be at most 2^40"]),
-    ((2**30, 2**30, 8), dict(sm_count=132), ["multistage_plan", "M·N"]),
+    ((2**30, 2**30, 8), dict(sm_count=132), ["multistage_plan", "M·N·batch"]),
+    ((8, 8, 2**41), dict(sm_count=132), ["multistage_plan", "K must be at most 2^40"]),
+    ((2**20, 2**20, 8), dict(sm_count=132, batch=2**20), ["multistage_plan", "M·N·batch", "batch = 1048576"]),
     ((8, 8, 8), dict(sm_count=0), ["multistage_plan", "sm_count"]),
+    ((8, 8, 8), dict(sm_count=2**31), ["multistage_plan", "sm_count must be in [1, 2^31 - 1]"]),
     ((8, 8, 8), dict(sm_count=132, batch=-1), ["multistage_plan", "batch"]),
+    ((8, 8, 8), dict(sm_count=132, batch=2**41), ["multistage_plan", "batch must be at most 2^40"]),
 ])
 def test_multistage_plan_bad_arguments(args, kwargs, words):
     with pytest.raises(ValueError) as error:

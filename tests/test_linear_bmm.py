@@ -134,6 +134,23 @@ def test_bmm_tiled_batch_beyond_grid_z(kernel):
     torch.testing.assert_close(out, torch.bmm(a.double(), b.double()).float(), rtol=1e-5, atol=1e-5)
 
 
+@requires_cuda
+def test_multistage_last_launch_of_one_product_splits_k():
+    """A batch of 65536 runs as a launch of 65535 products and one of one, which multistage plans
+    alone: with K = 129 that one splits K (on most SM counts), in the workspace sized for it."""
+    B, M, N, K = 65536, 3, 2, 129
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    plan = torch_gemm._C.multistage_plan(M, N, K, sm_count=sms, batch=B)
+    gen = generator("cuda", "last_launch", B)
+    a = randn((B, M, K), torch.float32, "cuda", gen)
+    b = randn((B, K, N), torch.float32, "cuda", gen)
+    with poisoned_outputs():
+        out = torch_gemm.bmm_tiled(a, b, kernel="multistage")
+    torch.testing.assert_close(out, torch.bmm(a.double(), b.double()).float(), rtol=1e-5, atol=1e-5)
+    if plan["last_launch"]["split_k"] > 1:
+        assert plan["workspace_bytes"] == plan["last_launch"]["split_k"] * M * N * 4
+
+
 # ---------------------------------------------------------------------------------------------
 # The ops as PyTorch sees them: opcheck, gradcheck through every kernel, autocast, compile, CUDA
 # graphs, errors.

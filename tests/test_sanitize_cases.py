@@ -18,6 +18,7 @@ CASES = [(group, case) for group in sanitize_cases.GROUPS for case in group.case
 # selects, and the other kernels' named cases: a case list that stops reaching one of them fails
 # here.
 REQUIRED_PATHS = {
+    "multistage split-K", "multistage large split-K",
     "wgmma 128x256 pairs", "wgmma 128x256 single", "wgmma 64x256", "wgmma 64x128 unsplit",
     "wgmma 64x128 split 2", "wgmma 64x128 split 4", "wgmma 64x128 split 8", "wgmma 64x128 split 8 in 4 clusters",
     "wgmma 64x64 pairs", "wgmma 128x128 pairs",
@@ -66,9 +67,9 @@ def test_group_names_unique_and_default_first():
 
 @pytest.mark.parametrize("group,case", CASES, ids=[case.path for _, case in CASES])
 def test_case_reaches_its_path(group, case):
-    """The plan on 132 SMs, under the group's overrides, says what the case expects; the wgmma
-    and decode cases must expect something (the multistage split is not exposed on the CPU)."""
-    if case.kernel in ("wgmma_sm90", "wgmma_sm90_3xtf32", "decode_sm80"):
+    """The plan on 132 SMs, under the group's overrides, says what the case expects; the wgmma,
+    multistage and decode cases must expect something."""
+    if case.kernel in ("wgmma_sm90", "wgmma_sm90_3xtf32", "decode_sm80", "multistage"):
         assert case.expect, f"{case.path}: no expected plan"
     answer = sanitize_cases.plan(case, group.env)
     assert not sanitize_cases.mismatches(case, answer), (case.path, answer.get("why", answer))

@@ -133,7 +133,7 @@ def explain(
 ) -> dict:
     """Which kernel ``mm_tiled(a, b)`` (``bmm_tiled`` for 3-D tensors; with ``bias``, the product of
     ``linear_tiled(a, b.mT, bias)``; with ``row_sum=True``, ``mm_tiled_row_sum``) would run, and,
-    for ``wgmma_sm90``, how: nothing is computed.
+    for ``wgmma_sm90``, ``multistage`` and an N-major ``decode_sm80``, how: nothing is computed.
 
     Args:
         a, b: the operands, on a CUDA device, the CPU or the meta device; only their shapes,

@@ -85,11 +85,12 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
     }
     return split;
   };
-  // The plan of `tile` split as `split`, its waves and modeled ns.
-  const auto modeled = [&](const MultistageTile& tile, const SplitK& split) {
+  // The plan of the large or small tile split as `split`, its waves and modeled ns.
+  const auto modeled = [&](bool large, const SplitK& split) {
     MultistagePlan plan;
-    plan.large = &tile == &kMultistageLargeTile;
+    plan.large = large;
     plan.split = split;
+    const MultistageTile& tile = plan.tile();
     const int64_t tiles = ceil_div(p.M, tile.block_m) * ceil_div(p.N, tile.block_n) * p.batch;
     const int64_t k_tiles = ceil_div(p.K, tile.block_k);
     plan.waves = ceil_div(tiles * split.splits, resident * tile.blocks_per_sm);
@@ -118,7 +119,7 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
         (split.splits <= 1 || splitk_workspace_bytes(p, split) > Model::kMaxWorkspaceBytes)) {
       continue;
     }
-    candidates.plans[candidates.count++] = modeled(large, split);
+    candidates.plans[candidates.count++] = modeled(true, split);
   }
   const int64_t large_tiles = ceil_div(p.M, large.block_m) * ceil_div(p.N, large.block_n) * p.batch;
   if (large_tiles < 2 * resident) {
@@ -129,7 +130,7 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
                   Model::kMaxSplits, small_k_tiles / Model::kMinKTilesPerSplit});
     SplitK split = split_of(small_k_tiles, wanted);
     if (splitk_workspace_bytes(p, split) > Model::kMaxWorkspaceBytes) split = SplitK{};
-    candidates.plans[candidates.count++] = modeled(small, split);
+    candidates.plans[candidates.count++] = modeled(false, split);
   }
   int chosen = 0;
   for (int i = 1; i < candidates.count; ++i) {
@@ -147,16 +148,26 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
   return candidates.plans[chosen];
 }
 
-// Bytes of workspace a launch needs: the launcher plans each chunk of at most kMaxGridZ products
-// of the batch (launch_fp32_tiled), and a last chunk of one product may split K where the whole
-// batch does not, so the largest chunk plan's.
+// The launcher plans each launch of the batch on its own (launch_fp32_tiled cuts it into launches
+// of at most kMaxGridZ products): `full` launches of kMaxGridZ and one of `rest` (0: none). A last
+// launch of one product may split K where the others do not.
+struct MultistageLaunches {
+  int64_t full, rest;
+};
+inline MultistageLaunches multistage_launches(int64_t batch) {
+  return batch <= kMaxGridZ ? MultistageLaunches{0, batch}
+                            : MultistageLaunches{batch / kMaxGridZ, batch % kMaxGridZ};
+}
+
+// Bytes of workspace a call needs: the largest of its launches' plans'.
 inline int64_t multistage_workspace_bytes(const GemmParams& p, int sms) {
   if (p.M == 0 || p.N == 0) return 0;
+  const MultistageLaunches launches = multistage_launches(p.batch);
   int64_t bytes = 0;
-  for (const int64_t chunk : {std::min(p.batch, kMaxGridZ), p.batch % kMaxGridZ}) {
-    if (chunk == 0) continue;
+  for (const int64_t batch : {launches.full > 0 ? kMaxGridZ : int64_t{0}, launches.rest}) {
+    if (batch == 0) continue;
     GemmParams planned = p;
-    planned.batch = chunk;
+    planned.batch = batch;
     bytes = std::max(bytes, splitk_workspace_bytes(planned, plan_multistage(planned, sms).split));
   }
   return bytes;

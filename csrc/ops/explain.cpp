@@ -254,43 +254,92 @@ py::dict describe_multistage(const MultistagePlan& plan) {
   return d;
 }
 
-// multistage's plan (multistage_plan.h) of a float32 product on a GPU of sm_count multiprocessors.
+// What plan_multistage weighed and chose, in a sentence.
+std::string why_multistage(const MultistagePlan& plan, const MultistageCandidates& weighed) {
+  using Model = MultistageCostModel;
+  const bool small_weighed =
+      std::any_of(weighed.plans, weighed.plans + weighed.count, [](const MultistagePlan& c) { return !c.large; });
+  const MultistageTile& large = kMultistageLargeTile;
+  const MultistageTile& small = kMultistageSmallTile;
+  const auto name = [](const MultistageTile& t) { return std::to_string(t.block_m) + "x" + std::to_string(t.block_n); };
+  int most_splits = 1;  // of the large tile's plans
+  for (int i = 0; i < weighed.count; ++i) {
+    if (weighed.plans[i].large) most_splits = std::max(most_splits, weighed.plans[i].split.splits);
+  }
+  std::string why = "the least modeled time of " + std::to_string(weighed.count) + " plan(s): the " +
+                    name(large) + " tile " +
+                    (most_splits > 1 ? "split 1 to " + std::to_string(most_splits) + " ways in K"
+                                     : std::string("with K whole (no split keeps ") +
+                                           std::to_string(Model::kMinKTilesPerSplit) + " k-tiles a slice, or a batch)") +
+                    (small_weighed ? ", and the " + name(small) + " tile (the " + name(large) +
+                                         " tiles make under two waves)"
+                                   : std::string()) +
+                    "; the fewest splits within " + std::to_string(static_cast<int>(Model::kTieMargin * 100)) +
+                    " % of it: " + name(plan.tile()) + " tiles, " +
+                    (plan.split.splits > 1 ? "K split " + std::to_string(plan.split.splits) + " ways, "
+                                           : std::string("K whole, ")) +
+                    std::to_string(plan.waves) + " wave(s) of " + std::to_string(plan.tile().blocks_per_sm) +
+                    " block(s) an SM";
+  return why;
+}
+
+// multistage's plan (multistage_plan.h) of a float32 product, or a batch of them, on a GPU of
+// sm_count multiprocessors, as its launcher makes it: one plan a launch of at most kMaxGridZ
+// products (the first's, and the last's where it differs).
 py::dict multistage_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t batch) {
   const char* fn = "multistage_plan";
   // Extents a float32 C and its operands could have: the plan's counts of bytes stay in int64.
   constexpr int64_t kMaxExtent = int64_t{1} << 40, kMaxOutputs = int64_t{1} << 56;
-  for (const auto& [arg, value] : {std::pair<const char*, int64_t>{"M", M}, {"N", N}, {"K", K}}) {
+  for (const auto& [arg, value] :
+       {std::pair<const char*, int64_t>{"M", M}, {"N", N}, {"K", K}, {"batch", batch}}) {
     check_extent(fn, arg, value);
     if (value > kMaxExtent) fail(fn, std::string(arg) + " must be at most 2^40, got " + std::to_string(value));
   }
-  if (M > 0 && N > kMaxOutputs / M) fail(fn, "M·N must be at most 2^56");
-  if (sm_count <= 0 || sm_count > INT_MAX) fail(fn, "sm_count must be > 0, got " + std::to_string(sm_count));
-  check_extent(fn, "batch", batch);
-  if (batch > kMaxExtent) fail(fn, "batch must be at most 2^40, got " + std::to_string(batch));
+  if (M > 0 && N > 0 && batch > 0 && (N > kMaxOutputs / M || batch > kMaxOutputs / (M * N))) {
+    fail(fn, "M·N·batch must be at most 2^56, got M = " + std::to_string(M) + ", N = " +
+                 std::to_string(N) + ", batch = " + std::to_string(batch));
+  }
+  if (sm_count <= 0 || sm_count > INT_MAX) {
+    fail(fn, "sm_count must be in [1, 2^31 - 1], got " + std::to_string(sm_count));
+  }
+  const int sms = static_cast<int>(sm_count);
   GemmParams p;
   p.M = M, p.N = N, p.K = K, p.batch = batch, p.dtype = DType::kFloat32;
+  const MultistageLaunches launches = multistage_launches(batch);
+  GemmParams first = p;
+  first.batch = launches.full > 0 ? kMaxGridZ : launches.rest;
   MultistageCandidates weighed;
-  const MultistagePlan plan = plan_multistage(p, static_cast<int>(sm_count), &weighed);
+  const MultistagePlan plan = plan_multistage(first, sms, &weighed);
   const MultistageTile& tile = plan.tile();
+  const bool empty = M == 0 || N == 0 || batch == 0;  // the launcher launches nothing
   py::dict d = describe_multistage(plan);
   d["block_k"] = tile.block_k;
   d["blocks_per_sm"] = tile.blocks_per_sm;
   d["tiles"] = ceil_div(M, tile.block_m) * ceil_div(N, tile.block_n) * batch;
-  d["k_tiles_per_split"] = plan.split.splits > 1 ? plan.split.k_tiles_per_split : ceil_div(K, tile.block_k);
-  d["workspace_bytes"] = multistage_workspace_bytes(p, static_cast<int>(sm_count));
+  d["k_tiles_per_split"] =
+      empty ? 0 : plan.split.splits > 1 ? plan.split.k_tiles_per_split : ceil_div(K, tile.block_k);
+  d["workspace_bytes"] = multistage_workspace_bytes(p, sms);
+  d["launches"] = empty ? 0 : launches.full + (launches.rest > 0 ? 1 : 0);
   py::list candidates;
-  for (int i = 0; i < weighed.count; ++i) candidates.append(describe_multistage(weighed.plans[i]));
+  for (int i = 0; i < weighed.count && !empty; ++i) candidates.append(describe_multistage(weighed.plans[i]));
   d["candidates"] = candidates;
+  d["last_launch"] = py::none();
   py::list why;
-  const std::string shape = std::to_string(tile.block_m) + "x" + std::to_string(tile.block_n);
-  why.append("the least modeled time of " + std::to_string(weighed.count) +
-             " plans (the 128x256 tile split 1 to 8 ways in K, and the 64x64 tile where the "
-             "128x256 tiles make under two waves), the fewest splits within 2 % of it: " + shape +
-             " tiles, " + (plan.split.splits > 1 ? "K split " + std::to_string(plan.split.splits) + " ways, "
-                                                  : std::string("K whole, ")) +
-             std::to_string(plan.waves) + " wave(s) of " + std::to_string(tile.blocks_per_sm) +
-             " block(s) an SM");
-  if (batch != 1) why.append("K is not split: a batched product");
+  if (empty) {
+    why.append("C is empty: nothing is launched");
+  } else {
+    why.append(why_multistage(plan, weighed));
+    if (first.batch > 1) why.append("K is not split: a launch of a batch of products");
+    if (launches.full > 0 && launches.rest > 0) {
+      GemmParams last = p;
+      last.batch = launches.rest;
+      const MultistagePlan last_plan = plan_multistage(last, sms);
+      d["last_launch"] = describe_multistage(last_plan);
+      why.append(std::to_string(launches.full) + " launch(es) of " + std::to_string(kMaxGridZ) +
+                 " products (a grid's z), then one of " + std::to_string(launches.rest) +
+                 ", planned alone ('last_launch')");
+    }
+  }
   d["why"] = why;
   return d;
 }
@@ -331,11 +380,13 @@ void bind_plans(pybind11::module_& m) {
         "wgmma's plan, which auto consults, takes them.");
   m.def("multistage_plan", &multistage_plan, "M"_a, "N"_a, "K"_a, py::kw_only(), "sm_count"_a,
         "batch"_a = 1,
-        "multistage's plan of a float32 product (batch of them) on a GPU of sm_count "
+        "multistage's plan of a float32 product (a batch of them) on a GPU of sm_count "
         "multiprocessors, as its launcher makes it: {'tile', 'split_k', 'waves' (rounds of "
         "'blocks_per_sm' blocks on every SM), 'modeled_us' (the cost model's time), 'block_k', "
-        "'blocks_per_sm', 'tiles', 'k_tiles_per_split', 'workspace_bytes', 'candidates' (every "
-        "plan weighed: tile, split_k, waves, modeled_us), 'why'}.");
+        "'blocks_per_sm', 'tiles', 'k_tiles_per_split', 'workspace_bytes', 'launches' (of at most "
+        "65535 products each), 'candidates' (every plan weighed: tile, split_k, waves, modeled_us), "
+        "'last_launch' (the last launch's plan where the batch takes several, else None), 'why'}. "
+        "Past one launch the fields are the first launch's.");
   m.def("decode_n_major_plan", &decode_n_major_plan, "M"_a, "N"_a, "K"_a, py::kw_only(), "dtype"_a,
         "sm_count"_a = 132, "batch"_a = 1, "clusters"_a = true, "cluster"_a = py::none(),
         "a_strides"_a = py::none(), "b_strides"_a = py::none(), "a_address"_a = 0, "b_address"_a = 0,
