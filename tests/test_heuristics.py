@@ -1717,6 +1717,29 @@ def test_explain_shows_multistage_plan():
     assert bmm["kernel"] == "multistage" and bmm["plan"]["split_k"] == 1 and bmm["plan"]["tiles"] == 6
 
 
+def test_explain_reads_the_forced_multistage_plan(monkeypatch):
+    """TORCH_GEMM_MULTISTAGE_PLAN, as the launcher reads it: the tile and split it names (as far as
+    K's k-tiles and a batch allow), modeled alike; a value that is not a plan is refused."""
+    a, b = torch.empty(300, 2000, device="meta"), torch.empty(2000, 2500, device="meta")
+    monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", "64x64:5")
+    p = explain(a, b, sm=90, sm_count=132, allow_tf32=False)["plan"]
+    assert (p["tile"], p["split_k"], p["k_tiles_per_split"]) == ((64, 64), 5, 50) and "forced" in p["why"][0]
+    assert p["workspace_bytes"] == 5 * 300 * 2500 * 4
+    monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", "128x256")
+    assert explain(a, b, sm=90, sm_count=132, allow_tf32=False)["plan"]["split_k"] == 1
+    monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", "128x256:64")  # 125 k-tiles: 63 slices of 2
+    assert explain(a, b, sm=90, sm_count=132, allow_tf32=False)["plan"]["split_k"] == 63
+    batched = explain(torch.empty(2, 300, 2000, device="meta"), torch.empty(2, 2000, 2500, device="meta"),
+                      sm=90, sm_count=132, allow_tf32=False)["plan"]
+    assert batched["split_k"] == 1  # a batch is not split
+    for bad in ("256x128", "64x64:0", "64x64:65", "64x64:", "128x256:2x", "64x64;2"):
+        monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", bad)
+        with pytest.raises(ValueError, match="multistage_plan: plan: TORCH_GEMM_MULTISTAGE_PLAN"):
+            explain(a, b, sm=90, sm_count=132, allow_tf32=False)
+    monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", "")  # empty: unset, as the launcher reads it
+    assert explain(a, b, sm=90, sm_count=132, allow_tf32=False)["plan"]["split_k"] == 4
+
+
 # ---- Bad arguments name the function and the argument.
 
 @pytest.mark.parametrize("kwargs, words", [

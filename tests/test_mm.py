@@ -134,6 +134,27 @@ def test_multistage_plan_fills_the_gpu():
     assert third["tile"] == (128, 256) and third["split_k"] > 1, third
 
 
+# Every plan the tuning harness forces (TORCH_GEMM_MULTISTAGE_PLAN, read at each call) runs right:
+# each tile, unsplit and split (an odd count of slices of a ragged K), every layout.
+@requires_cuda
+@pytest.mark.parametrize("forced", ["128x256", "128x256:3", "64x64", "64x64:5"])
+def test_multistage_forced_plans(forced, monkeypatch):
+    M, N, K = 200, 300, 1001
+    monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", forced)
+    for layout in LAYOUTS:
+        gen = generator("cuda", "forced", forced, layout)
+        a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
+        plan = torch_gemm.explain(a, b, kernel="multistage")["plan"]
+        tile, _, splits = forced.partition(":")
+        assert ("x".join(map(str, plan["tile"])), plan["split_k"]) == (tile, int(splits or 1)), plan
+        with poisoned_outputs():
+            out = torch_gemm.mm_tiled(a, b, kernel="multistage")
+        assert_close_to_reference(out, a, b)
+    monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", "32x32")
+    with pytest.raises(RuntimeError, match="TORCH_GEMM_MULTISTAGE_PLAN must be 128x256 or 64x64"):
+        torch_gemm.mm_tiled(a, b, kernel="multistage")
+
+
 # The large tile split in K (plan_multistage's choice where its tiles leave a wave part empty):
 # edge tiles in M and N, a K that ends inside a k-tile, every layout, a bias through the
 # reduction; against float64 and run twice for the same bits. The shapes are tried in turn for

@@ -161,8 +161,9 @@ def explain(
         time of it and of every plan it weighed, the workspace and why; and for ``decode_sm80``
         against an N-major ``b`` (dx against a linear's weight), where ``torch_gemm._C.
         decode_n_major_plan`` answers: its token tiles, 64-column blocks, the cluster splitting K
-        and whether ``auto`` prefers it. The environment's ``TORCH_GEMM_WGMMA_*`` and
-        ``TORCH_GEMM_DECODE_CLUSTER`` overrides are read as the launchers read them.
+        and whether ``auto`` prefers it. The environment's ``TORCH_GEMM_WGMMA_*``,
+        ``TORCH_GEMM_MULTISTAGE_PLAN`` and ``TORCH_GEMM_DECODE_CLUSTER`` overrides are read as the
+        launchers read them.
     """
     fn = "torch_gemm.explain"
     for name, t in (("a", a), ("b", b)):
@@ -264,7 +265,8 @@ def explain(
                                       bias=bias is not None, max_active_clusters=max_active_clusters,
                                       three_tf32=True, **env)
     if answer["kernel"] == "multistage":
-        answer["plan"] = _C.multistage_plan(M, N, K, sm_count=sm_count, batch=batch)
+        answer["plan"] = _C.multistage_plan(M, N, K, sm_count=sm_count, batch=batch,
+                                            plan=os.environ.get("TORCH_GEMM_MULTISTAGE_PLAN"))
     if answer["kernel"] == "decode_sm80":
         # Against an N-major weight (dx): its 64-column blocks and the cluster splitting K (None
         # for the K-major kernel, whose plan is not exposed).

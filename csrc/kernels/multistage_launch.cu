@@ -1,5 +1,9 @@
 // Launcher of the multistage rung: the tile and split-K from plan_multistage (multistage_plan.h),
 // the operand layouts from the strides (launch_fp32_tiled), and the workspace split-K needs.
+#include <cstdlib>
+#include <optional>
+#include <string>
+
 #include "kernels/launch.h"
 #include "kernels/multistage.cuh"
 #include "kernels/multistage_plan.h"
@@ -7,10 +11,26 @@
 namespace torch_gemm {
 namespace {
 
+// TORCH_GEMM_MULTISTAGE_PLAN, read per call so that one process can time every plan (a getenv
+// costs far less than the launch): false where it is set to something not a plan.
+bool forced_plan(std::optional<MultistageForced>* forced, std::string* error) {
+  const char* value = std::getenv("TORCH_GEMM_MULTISTAGE_PLAN");
+  forced->reset();
+  if (value == nullptr || *value == '\0') return true;
+  MultistageForced parsed;
+  if (!parse_multistage_plan(value, &parsed, error)) return false;
+  *forced = parsed;
+  return true;
+}
+
 struct MultistageLaunch {
   template <typename LayoutA, typename LayoutB>
   static LaunchStatus run(const GemmParams& p, cudaStream_t stream) {
-    const MultistagePlan plan = plan_multistage(p, sm_count_of(p));
+    std::optional<MultistageForced> forced;
+    std::string error;
+    if (!forced_plan(&forced, &error)) return refuse(error);
+    const MultistagePlan plan =
+        plan_multistage(p, sm_count_of(p), nullptr, forced ? &*forced : nullptr);
     const int64_t needed = splitk_workspace_bytes(p, plan.split);
     if (needed > p.workspace_bytes) {
       return refuse("workspace of " + std::to_string(p.workspace_bytes) +
@@ -29,7 +49,10 @@ struct MultistageLaunch {
 
 int64_t gemm_multistage_workspace_bytes(const GemmParams& params) {
   if (params.dtype != DType::kFloat32) return 0;
-  return multistage_workspace_bytes(params, sm_count_of(params));
+  std::optional<MultistageForced> forced;
+  std::string error;  // the launch refuses such a value; no workspace is asked for it
+  if (!forced_plan(&forced, &error)) return 0;
+  return multistage_workspace_bytes(params, sm_count_of(params), forced ? &*forced : nullptr);
 }
 
 LaunchStatus launch_gemm_multistage(const GemmParams& params, cudaStream_t stream) {

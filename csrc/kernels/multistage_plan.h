@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
+#include <string>
 
 #include "kernels/gemm_params.h"
 
@@ -57,6 +60,41 @@ struct MultistageCandidates {
   int count = 0;
 };
 
+// A plan forced by TORCH_GEMM_MULTISTAGE_PLAN (benchmarks/tune_multistage.py times each plan this
+// way): "128x256" or "64x64", then ":<splits>" to split K (1 to kMaxForcedSplits; a batch or a K of
+// fewer k-tiles than splits takes what it can).
+struct MultistageForced {
+  static constexpr int kMaxForcedSplits = 64;
+  bool large = true;
+  int splits = 1;
+};
+
+// Parses a TORCH_GEMM_MULTISTAGE_PLAN value: false, with `error` saying why, where it is not one.
+inline bool parse_multistage_plan(const char* value, MultistageForced* forced, std::string* error) {
+  const auto starts = [&](const char* prefix) { return std::strncmp(value, prefix, std::strlen(prefix)) == 0; };
+  const char* rest = nullptr;
+  if (starts("128x256")) {
+    forced->large = true, rest = value + 7;
+  } else if (starts("64x64")) {
+    forced->large = false, rest = value + 5;
+  } else {
+    *error = std::string("TORCH_GEMM_MULTISTAGE_PLAN must be 128x256 or 64x64, optionally :<splits>, got '") +
+             value + "'";
+    return false;
+  }
+  forced->splits = 1;
+  if (*rest == '\0') return true;
+  char* end = nullptr;
+  const long splits = *rest == ':' ? std::strtol(rest + 1, &end, 10) : 0;
+  if (*rest != ':' || end == rest + 1 || *end != '\0' || splits < 1 || splits > MultistageForced::kMaxForcedSplits) {
+    *error = std::string("TORCH_GEMM_MULTISTAGE_PLAN's splits must be :1 to :") +
+             std::to_string(MultistageForced::kMaxForcedSplits) + ", got '" + value + "'";
+    return false;
+  }
+  forced->splits = static_cast<int>(splits);
+  return true;
+}
+
 // Which tile and how many K splits a product gets on a GPU of `sms` SMs: the plan of least modeled
 // time, where a plan's time is its waves of resident blocks × the k-tiles of a split × a k-tile's
 // time at the tile's rate, plus, with split-K, the workspace's traffic (each split writes an
@@ -69,9 +107,11 @@ struct MultistageCandidates {
 // A split keeps at least kMinKTilesPerSplit k-tiles and a workspace of at most
 // kMaxWorkspaceBytes, splits only an unbatched product, and is taken over fewer splits only where
 // it is more than kTieMargin faster. The rates were fitted to the models grid's float32 forwards at
-// 16 to 2048 rows against every plan forced. `weighed`, where given, receives every candidate.
+// 16 to 2048 rows against every plan forced (benchmarks/tune_multistage.py). `weighed`, where
+// given, receives every candidate; `forced`, where given, is the plan returned (modeled alike).
 inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
-                                      MultistageCandidates* weighed = nullptr) {
+                                      MultistageCandidates* weighed = nullptr,
+                                      const MultistageForced* forced = nullptr) {
   using Model = MultistageCostModel;
   const int64_t resident = std::max<int64_t>(sms, 1);
 
@@ -132,6 +172,16 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
     if (splitk_workspace_bytes(p, split) > Model::kMaxWorkspaceBytes) split = SplitK{};
     candidates.plans[candidates.count++] = modeled(false, split);
   }
+  if (forced != nullptr) {
+    const int64_t k_tiles = ceil_div(p.K, forced->large ? large.block_k : small.block_k);
+    SplitK split;
+    const int64_t wanted = std::min<int64_t>(forced->splits, k_tiles);
+    if (wanted > 1 && p.batch == 1) {
+      split.k_tiles_per_split = ceil_div(k_tiles, wanted);
+      split.splits = static_cast<int>(ceil_div(k_tiles, split.k_tiles_per_split));
+    }
+    return modeled(forced->large, split);
+  }
   int chosen = 0;
   for (int i = 1; i < candidates.count; ++i) {
     if (candidates.plans[i].modeled_ns < candidates.plans[chosen].modeled_ns) chosen = i;
@@ -160,7 +210,8 @@ inline MultistageLaunches multistage_launches(int64_t batch) {
 }
 
 // Bytes of workspace a call needs: the largest of its launches' plans'.
-inline int64_t multistage_workspace_bytes(const GemmParams& p, int sms) {
+inline int64_t multistage_workspace_bytes(const GemmParams& p, int sms,
+                                          const MultistageForced* forced = nullptr) {
   if (p.M == 0 || p.N == 0) return 0;
   const MultistageLaunches launches = multistage_launches(p.batch);
   int64_t bytes = 0;
@@ -168,7 +219,7 @@ inline int64_t multistage_workspace_bytes(const GemmParams& p, int sms) {
     if (batch == 0) continue;
     GemmParams planned = p;
     planned.batch = batch;
-    bytes = std::max(bytes, splitk_workspace_bytes(planned, plan_multistage(planned, sms).split));
+    bytes = std::max(bytes, splitk_workspace_bytes(planned, plan_multistage(planned, sms, nullptr, forced).split));
   }
   return bytes;
 }

@@ -286,7 +286,8 @@ std::string why_multistage(const MultistagePlan& plan, const MultistageCandidate
 // multistage's plan (multistage_plan.h) of a float32 product, or a batch of them, on a GPU of
 // sm_count multiprocessors, as its launcher makes it: one plan a launch of at most kMaxGridZ
 // products (the first's, and the last's where it differs).
-py::dict multistage_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t batch) {
+py::dict multistage_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t batch,
+                         const std::optional<std::string>& forced_value) {
   const char* fn = "multistage_plan";
   // Extents a float32 C and its operands could have: the plan's counts of bytes stay in int64.
   constexpr int64_t kMaxExtent = int64_t{1} << 40, kMaxOutputs = int64_t{1} << 56;
@@ -303,13 +304,21 @@ py::dict multistage_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int6
     fail(fn, "sm_count must be in [1, 2^31 - 1], got " + std::to_string(sm_count));
   }
   const int sms = static_cast<int>(sm_count);
+  std::optional<MultistageForced> forced;
+  if (forced_value.has_value() && !forced_value->empty()) {
+    MultistageForced parsed;
+    std::string error;
+    if (!parse_multistage_plan(forced_value->c_str(), &parsed, &error)) fail(fn, "plan: " + error);
+    forced = parsed;
+  }
+  const MultistageForced* forcing = forced ? &*forced : nullptr;
   GemmParams p;
   p.M = M, p.N = N, p.K = K, p.batch = batch, p.dtype = DType::kFloat32;
   const MultistageLaunches launches = multistage_launches(batch);
   GemmParams first = p;
   first.batch = launches.full > 0 ? kMaxGridZ : launches.rest;
   MultistageCandidates weighed;
-  const MultistagePlan plan = plan_multistage(first, sms, &weighed);
+  const MultistagePlan plan = plan_multistage(first, sms, &weighed, forcing);
   const MultistageTile& tile = plan.tile();
   const bool empty = M == 0 || N == 0 || batch == 0;  // the launcher launches nothing
   py::dict d = describe_multistage(plan);
@@ -318,7 +327,7 @@ py::dict multistage_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int6
   d["tiles"] = ceil_div(M, tile.block_m) * ceil_div(N, tile.block_n) * batch;
   d["k_tiles_per_split"] =
       empty ? 0 : plan.split.splits > 1 ? plan.split.k_tiles_per_split : ceil_div(K, tile.block_k);
-  d["workspace_bytes"] = multistage_workspace_bytes(p, sms);
+  d["workspace_bytes"] = multistage_workspace_bytes(p, sms, forcing);
   d["launches"] = empty ? 0 : launches.full + (launches.rest > 0 ? 1 : 0);
   py::list candidates;
   for (int i = 0; i < weighed.count && !empty; ++i) candidates.append(describe_multistage(weighed.plans[i]));
@@ -328,12 +337,13 @@ py::dict multistage_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int6
   if (empty) {
     why.append("C is empty: nothing is launched");
   } else {
-    why.append(why_multistage(plan, weighed));
+    why.append(forcing != nullptr ? "forced by TORCH_GEMM_MULTISTAGE_PLAN=" + *forced_value
+                                  : why_multistage(plan, weighed));
     if (first.batch > 1) why.append("K is not split: a launch of a batch of products");
     if (launches.full > 0 && launches.rest > 0) {
       GemmParams last = p;
       last.batch = launches.rest;
-      const MultistagePlan last_plan = plan_multistage(last, sms);
+      const MultistagePlan last_plan = plan_multistage(last, sms, nullptr, forcing);
       d["last_launch"] = describe_multistage(last_plan);
       why.append(std::to_string(launches.full) + " launch(es) of " + std::to_string(kMaxGridZ) +
                  " products (a grid's z), then one of " + std::to_string(launches.rest) +
@@ -379,14 +389,15 @@ void bind_plans(pybind11::module_& m) {
         "rules' 16-byte loads; bias, row_sum: linear_tiled's bias or mm_tiled_row_sum's sums, as "
         "wgmma's plan, which auto consults, takes them.");
   m.def("multistage_plan", &multistage_plan, "M"_a, "N"_a, "K"_a, py::kw_only(), "sm_count"_a,
-        "batch"_a = 1,
+        "batch"_a = 1, "plan"_a = py::none(),
         "multistage's plan of a float32 product (a batch of them) on a GPU of sm_count "
         "multiprocessors, as its launcher makes it: {'tile', 'split_k', 'waves' (rounds of "
         "'blocks_per_sm' blocks on every SM), 'modeled_us' (the cost model's time), 'block_k', "
         "'blocks_per_sm', 'tiles', 'k_tiles_per_split', 'workspace_bytes', 'launches' (of at most "
         "65535 products each), 'candidates' (every plan weighed: tile, split_k, waves, modeled_us), "
         "'last_launch' (the last launch's plan where the batch takes several, else None), 'why'}. "
-        "Past one launch the fields are the first launch's.");
+        "Past one launch the fields are the first launch's. plan: TORCH_GEMM_MULTISTAGE_PLAN's "
+        "value, read as the launcher reads it (None: unset).");
   m.def("decode_n_major_plan", &decode_n_major_plan, "M"_a, "N"_a, "K"_a, py::kw_only(), "dtype"_a,
         "sm_count"_a = 132, "batch"_a = 1, "clusters"_a = true, "cluster"_a = py::none(),
         "a_strides"_a = py::none(), "b_strides"_a = py::none(), "a_address"_a = 0, "b_address"_a = 0,
