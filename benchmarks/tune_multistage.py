@@ -16,18 +16,16 @@ over the timed products); and it scores the plan: the choice's time against the 
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import math
 import os
 import sys
-from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 
 import bench_models
-from harness import cli, device as hdevice, records, table, timing
+from harness import cli, device as hdevice, table, timing
 
 # The grid: every weight of bench_models' projections, as forwards (x·Wᵀ, both operands K-major)
 # of these token counts (fewer rows go to gemv).
@@ -245,24 +243,14 @@ def measure(products: Sequence[tuple[int, int, int]], sms: int, budget: timing.T
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--fit", type=Path, help="fit a record instead of measuring")
-    parser.add_argument("--sm-count", type=int, default=None, help="with --fit: the GPU's SMs (default: the record's)")
+    parser = cli.tuning_parser(__doc__, DEFAULT_TIMING)
     parser.add_argument("--tokens", nargs="+", type=int, default=list(TOKENS))
     cli.add_output_args(parser, "<gpu>-multistage.json/.csv")
-    parser.add_argument("--warmup-ms", type=float, default=DEFAULT_TIMING.warmup_ms)
-    parser.add_argument("--rep-ms", type=float, default=DEFAULT_TIMING.rep_ms)
     args = parser.parse_args(argv)
     budget = cli.budget_from(args, parser)
     if args.fit:
-        record = records.load_record(args.fit, "tune_multistage")
-        if record is None:
-            parser.error(f"--fit {args.fit}: no such file")
-        sms = args.sm_count or record["metadata"].get("sm_count")
-        if not sms:
-            parser.error("--fit: the record names no sm_count; pass --sm-count")
-        print(fit_text(fit(record["rows"], sms)))
+        rows, sms = cli.fitted_record_rows(parser, args.fit, "tune_multistage", args.sm_count)
+        print(fit_text(fit(rows, sms)))
         return 0
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 0):
         print("tune_multistage: needs an sm_80+ GPU and the CUDA kernels; " + hdevice.no_cuda_kernels_message())
@@ -275,13 +263,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     print(f"{len(products)} products; {cli.output_note(out)}")
     rows = measure(products, sms, budget)
-    commit, dirty = records.git_state()
-    metadata = records.run_metadata(hdevice.device_fields(dev), commit, dirty, timer=timing.timer_name(dev),
-                                    script="benchmarks/tune_multistage.py", argv=argv, warmup_ms=budget.warmup_ms,
-                                    rep_ms=budget.rep_ms)
-    metadata["sm_count"] = sms
     path = out / f"{hdevice.device_slug(dev)}-multistage.json"
-    record = records.write_merged(path, "tune_multistage", metadata, rows, ROW_KEY, ROW_FIELDS)
+    record = cli.write_tuning_record(path, "tune_multistage", dev, "benchmarks/tune_multistage.py", argv, budget, sms, rows,
+                                     ROW_KEY, ROW_FIELDS)
     print(fit_text(fit(record["rows"], sms)))
     print(f"record: {path} ({len(record['rows'])} rows)")
     return 0

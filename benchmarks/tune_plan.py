@@ -28,7 +28,7 @@ from typing import Optional, Sequence
 import torch
 
 import bench_models
-from harness import cli, device as hdevice, dtypes, records, table, timing
+from harness import cli, device as hdevice, dtypes, table, timing
 
 # Option name → the overrides that force it ("auto": none, the plan's own choice).
 OPTIONS = {
@@ -207,10 +207,7 @@ def measure(products: list, dtype_name: str, options: Sequence[str], budget: tim
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--fit", type=Path, help="fit a record instead of measuring")
-    parser.add_argument("--sm-count", type=int, default=None, help="with --fit: the GPU's SMs (default: the record's)")
+    parser = cli.tuning_parser(__doc__, DEFAULT_TIMING)
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16"], choices=["bfloat16", "float16"])
     parser.add_argument("--widths", nargs="+", type=int, default=list(WIDTHS))
     parser.add_argument("--tokens", nargs="+", type=int, default=list(TOKENS))
@@ -221,20 +218,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--products", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)
     cli.add_output_args(parser, "<gpu>-plan.json/.csv")
-    parser.add_argument("--warmup-ms", type=float, default=DEFAULT_TIMING.warmup_ms)
-    parser.add_argument("--rep-ms", type=float, default=DEFAULT_TIMING.rep_ms)
     args = parser.parse_args(argv)
     budget = cli.budget_from(args, parser)
     if args.worker:
         return worker(args.worker, args.products, args.dtypes[0], args.worker_out, budget)
     if args.fit:
-        record = records.load_record(args.fit, "tune_plan")
-        if record is None:
-            parser.error(f"--fit {args.fit}: no such file")
-        sms = args.sm_count or record["metadata"].get("sm_count")
-        if not sms:
-            parser.error("--fit: the record names no sm_count; pass --sm-count")
-        print(fit_text(fit(record["rows"], sms)))
+        rows, sms = cli.fitted_record_rows(parser, args.fit, "tune_plan", args.sm_count)
+        print(fit_text(fit(rows, sms)))
         return 0
     if not torch.cuda.is_available() or not torch.cuda.get_device_capability() == (9, 0):
         print("tune_plan: needs an sm_90 GPU (H100/H200) and the CUDA kernels; " + hdevice.no_cuda_kernels_message())
@@ -248,13 +238,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     rows = []
     for dtype_name in args.dtypes:
         rows += measure(products, dtype_name, args.options, budget, out)
-    commit, dirty = records.git_state()
-    metadata = records.run_metadata(hdevice.device_fields(dev), commit, dirty, timer=timing.timer_name(dev),
-                                    script="benchmarks/tune_plan.py", argv=argv, warmup_ms=budget.warmup_ms,
-                                    rep_ms=budget.rep_ms)
-    metadata["sm_count"] = sms
     path = out / f"{hdevice.device_slug(dev)}-plan.json"
-    record = records.write_merged(path, "tune_plan", metadata, rows, ROW_KEY, ROW_FIELDS)
+    record = cli.write_tuning_record(path, "tune_plan", dev, "benchmarks/tune_plan.py", argv, budget, sms, rows,
+                                     ROW_KEY, ROW_FIELDS)
     for name in ("products.json", *(f"{o}.json" for o in args.options)):
         (out / name).unlink(missing_ok=True)
     print(fit_text(fit(record["rows"], sms)))

@@ -126,3 +126,43 @@ class Progress:
             self.bar.close()
         else:
             print(file=sys.stderr)
+
+
+def tuning_parser(doc: str, budget: Timing) -> argparse.ArgumentParser:
+    """A tuning script's parser (its docstring's first paragraph as the description), with ``--fit
+    FILE``, ``--sm-count`` and the timing budget's ``--warmup-ms`` and ``--rep-ms`` (defaults:
+    ``budget``)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fit", type=Path, help="fit a record instead of measuring")
+    parser.add_argument("--sm-count", type=int, default=None, help="with --fit: the GPU's SMs (default: the record's)")
+    parser.add_argument("--warmup-ms", type=float, default=budget.warmup_ms)
+    parser.add_argument("--rep-ms", type=float, default=budget.rep_ms)
+    return parser
+
+
+def fitted_record_rows(parser: argparse.ArgumentParser, path: Path, program: str,
+                       sm_count: Optional[int]) -> tuple[list[dict], int]:
+    """A tuning script's ``--fit FILE``: the record's rows and the GPU's SM count (``--sm-count``,
+    else the record's); a missing file or SM count stops the script with a usage error."""
+    record = records.load_record(path, program)
+    if record is None:
+        parser.error(f"--fit {path}: no such file")
+    sms = sm_count or record["metadata"].get("sm_count")
+    if not sms:
+        parser.error("--fit: the record names no sm_count; pass --sm-count")
+    return record["rows"], sms
+
+
+def write_tuning_record(path: Path, program: str, device, script: str, argv: Optional[Sequence[str]],
+                        budget: Timing, sms: int, rows: Sequence[dict], row_key: Sequence[str],
+                        row_fields: Sequence[str]) -> dict:
+    """A tuning script's record: the run's metadata with the GPU's SM count (which its fit reads),
+    ``rows`` merged into the record at ``path``. Returns the merged record."""
+    from harness import device as hdevice, timing
+
+    commit, dirty = records.git_state()
+    metadata = records.run_metadata(hdevice.device_fields(device), commit, dirty, timer=timing.timer_name(device),
+                                    script=script, argv=argv, warmup_ms=budget.warmup_ms, rep_ms=budget.rep_ms)
+    metadata["sm_count"] = sms
+    return records.write_merged(path, program, metadata, rows, row_key, row_fields)
