@@ -35,6 +35,7 @@ ROW_FIELDS = ROW_KEY + ("ms",)
 DEFAULT_TIMING = timing.Timing(warmup_ms=2.0, rep_ms=8.0)
 # A model replaces the header's constants only where its choices run this much faster (geomean).
 SAME_WITHIN = 0.002
+SAVE_EVERY = 100  # products measured between writes of the record
 # The tiles as multistage_plan.h has them: (block_m, block_n, block_k, blocks an SM).
 LARGE = (128, 256, 16, 1)
 SMALL = (64, 64, 8, 4)
@@ -172,30 +173,33 @@ def fit(rows: Sequence[dict], sms: int) -> dict:
     rate = large_rate(products, sms)
     base = dict(HEADER_MODEL, large_fmas_per_sm_ns=rate or HEADER_MODEL["large_fmas_per_sm_ns"])
     models = [dict(base, **dict(zip(FIT_GRID, values))) for values in itertools.product(*FIT_GRID.values())]
-    # Every model is scored on the same products: those where each model's choice was timed.
+    header = dict(HEADER_MODEL, large_fmas_per_sm_ns=base["large_fmas_per_sm_ns"])
+    # Every model (the header's too) is scored on the same products: where each one's choice was timed.
     keys = {key for key, t in products.items()
-            if "torch" in t and "auto" in t and all(option_name(*choose(*key, sms, m)) in t for m in models)}
-    # The header's constants (with the measured rate) stand unless a model beats them by SAME_WITHIN.
-    best_model = dict(HEADER_MODEL, large_fmas_per_sm_ns=base["large_fmas_per_sm_ns"])
-    best_score = score(products, sms, best_model, keys)
-    for model in models:
-        result = score(products, sms, model, keys)
-        if result["model"] is not None and (best_score["model"] is None or
-                                            result["model"] > best_score["model"] * (1 + SAME_WITHIN)):
-            best_model, best_score = model, result
+            if "torch" in t and "auto" in t
+            and all(option_name(*choose(*key, sms, m)) in t for m in (*models, HEADER_MODEL))}
+    scored = [(score(products, sms, m, keys), m) for m in models]
+    header_result = score(products, sms, header, keys)
+    best_model, best_score = header, header_result
+    top = max((r["model"] for r, _ in scored if r["model"] is not None), default=None)
+    # The header's constants (with the measured rate) stand unless the best model beats them by
+    # SAME_WITHIN; among the models at the best score, the one nearest the header's.
+    if top is not None and (header_result["model"] is None or top > header_result["model"] * (1 + SAME_WITHIN)):
+        distance = lambda m: sum(abs(math.log(m[k] / header[k])) if header[k] else abs(m[k]) for k in FIT_GRID)
+        best_score, best_model = min(((r, m) for r, m in scored if r["model"] == top), key=lambda rm: distance(rm[1]))
     return dict(model=best_model, score=best_score, header_score=score(products, sms, HEADER_MODEL, keys),
                 large_rate_measured=rate is not None, left_out=len(products) - len(keys))
 
 
 def fit_text(result: dict) -> str:
     model, got, header = result["model"], result["score"], result["header_score"]
-    if model is None:
-        return "no product was timed under torch, auto and the plans: nothing to fit"
+    if got["model"] is None or header["model"] is None:
+        return "no product was timed under torch, auto and every model's choice: nothing to fit"
     lines = [f"{name}: {model[name]:.4g}" for name in HEADER_MODEL]
     lines.append(f"scored on the {got['products']} products where every model's choice was timed "
                  f"({result['left_out']} left out)")
-    if not result["large_rate_measured"]:
-        lines.append("large_fmas_per_sm_ns: the header's (no unsplit plan of whole waves was timed)")
+    lines.append("large_fmas_per_sm_ns: " + ("measured (the unsplit plans of at least one wave)" if result["large_rate_measured"]
+                                             else "the header's (no unsplit plan of a whole wave was timed)"))
     rows = [["fitted", str(got["products"]), f"{got['model']:.3f}", f"{got['model_min']:.3f}", f"{got['auto']:.3f}", f"{got['best']:.3f}"],
             ["header", str(header["products"]), f"{header['model']:.3f}", f"{header['model_min']:.3f}", f"{header['auto']:.3f}", f"{header['best']:.3f}"]]
     lines.append(table.fixed_width(["constants", "products", "torch / choice", "min", "torch / auto", "torch / best"],
@@ -262,10 +266,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = cli.output_dir(args, parser)
     out.mkdir(parents=True, exist_ok=True)
     print(f"{len(products)} products; {cli.output_note(out)}")
-    rows = measure(products, sms, budget)
     path = out / f"{hdevice.device_slug(dev)}-multistage.json"
-    record = cli.write_tuning_record(path, "tune_multistage", dev, "benchmarks/tune_multistage.py", argv, budget, sms, rows,
-                                     ROW_KEY, ROW_FIELDS)
+    record = None
+    for first in range(0, len(products), SAVE_EVERY):  # a record after each part: a cut-off run keeps them
+        rows = measure(products[first:first + SAVE_EVERY], sms, budget)
+        record = cli.write_tuning_record(path, "tune_multistage", dev, "benchmarks/tune_multistage.py", argv, budget,
+                                         sms, rows, ROW_KEY, ROW_FIELDS, timer=timing.pair_timer_name(dev))
+    if record is None:
+        print("tune_multistage: no products to time")
+        return 0
     print(fit_text(fit(record["rows"], sms)))
     print(f"record: {path} ({len(record['rows'])} rows)")
     return 0

@@ -1728,11 +1728,13 @@ def test_explain_reads_the_forced_multistage_plan(monkeypatch):
     monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", "128x256")
     assert explain(a, b, sm=90, sm_count=132, allow_tf32=False)["plan"]["split_k"] == 1
     monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", "128x256:64")  # 125 k-tiles: 63 slices of 2
-    assert explain(a, b, sm=90, sm_count=132, allow_tf32=False)["plan"]["split_k"] == 63
+    many = explain(a, b, sm=90, sm_count=132, allow_tf32=False)["plan"]
+    assert many["split_k"] == 63 and "not 64" in many["why"][1]
     batched = explain(torch.empty(2, 300, 2000, device="meta"), torch.empty(2, 2000, 2500, device="meta"),
                       sm=90, sm_count=132, allow_tf32=False)["plan"]
     assert batched["split_k"] == 1  # a batch is not split
-    for bad in ("256x128", "64x64:0", "64x64:65", "64x64:", "128x256:2x", "64x64;2"):
+    for bad in ("256x128", "64x64:0", "64x64:65", "64x64:", "128x256:2x", "64x64;2", "64x64:+3", "64x64: 3",
+                "64x64:03", "64x64:99999999999999999999", "128x2560"):
         monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", bad)
         with pytest.raises(ValueError, match="multistage_plan: plan: TORCH_GEMM_MULTISTAGE_PLAN"):
             explain(a, b, sm=90, sm_count=132, allow_tf32=False)
@@ -1761,7 +1763,7 @@ def test_sm90_plan_bad_arguments(kwargs, words):
     ((-1, 8, 8), dict(sm_count=132), ["multistage_plan", "M must be >= 0"]),
     ((8, 8, -8), dict(sm_count=132), ["multistage_plan", "K must be >= 0"]),
     ((2**41, 8, 8), dict(sm_count=132), ["multistage_plan", "M must be at most 2^40"]),
-    ((2**30, 2**30, 8), dict(sm_count=132), ["multistage_plan", "M·N·batch"]),
+    ((2**30, 2**30, 8), dict(sm_count=132), ["multistage_plan", "M·N·batch must be at most 2^54"]),
     ((8, 8, 2**41), dict(sm_count=132), ["multistage_plan", "K must be at most 2^40"]),
     ((2**20, 2**20, 8), dict(sm_count=132, batch=2**20), ["multistage_plan", "M·N·batch", "batch = 1048576"]),
     ((8, 8, 8), dict(sm_count=0), ["multistage_plan", "sm_count"]),

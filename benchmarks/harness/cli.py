@@ -156,13 +156,14 @@ def fitted_record_rows(parser: argparse.ArgumentParser, path: Path, program: str
 
 def write_tuning_record(path: Path, program: str, device, script: str, argv: Optional[Sequence[str]],
                         budget: Timing, sms: int, rows: Sequence[dict], row_key: Sequence[str],
-                        row_fields: Sequence[str]) -> dict:
+                        row_fields: Sequence[str], timer: Optional[str] = None) -> dict:
     """A tuning script's record: the run's metadata with the GPU's SM count (which its fit reads),
-    ``rows`` merged into the record at ``path``. Returns the merged record."""
+    ``rows`` merged into the record at ``path``. ``timer``: how the rows were timed (default:
+    ``timing.timer_name``'s, one call at a time). Returns the merged record."""
     from harness import device as hdevice, timing
 
     commit, dirty = records.git_state()
-    metadata = records.run_metadata(hdevice.device_fields(device), commit, dirty, timer=timing.timer_name(device),
+    metadata = records.run_metadata(hdevice.device_fields(device), commit, dirty, timer=timer or timing.timer_name(device),
                                     script=script, argv=argv, warmup_ms=budget.warmup_ms, rep_ms=budget.rep_ms)
     metadata["sm_count"] = sms
     return records.write_merged(path, program, metadata, rows, row_key, row_fields)

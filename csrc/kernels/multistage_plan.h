@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <string>
@@ -84,14 +83,23 @@ inline bool parse_multistage_plan(const char* value, MultistageForced* forced, s
   }
   forced->splits = 1;
   if (*rest == '\0') return true;
-  char* end = nullptr;
-  const long splits = *rest == ':' ? std::strtol(rest + 1, &end, 10) : 0;
-  if (*rest != ':' || end == rest + 1 || *end != '\0' || splits < 1 || splits > MultistageForced::kMaxForcedSplits) {
+  if (*rest != ':') {
+    *error = std::string("TORCH_GEMM_MULTISTAGE_PLAN must be 128x256 or 64x64, optionally :<splits>, got '") +
+             value + "'";
+    return false;
+  }
+  // Digits only (no sign, space or leading zero), read until past the limit.
+  int splits = 0;
+  const char* digit = rest + 1;
+  for (; *digit >= '0' && *digit <= '9' && splits <= MultistageForced::kMaxForcedSplits; ++digit) {
+    splits = splits * 10 + (*digit - '0');
+  }
+  if (digit == rest + 1 || *digit != '\0' || rest[1] == '0' || splits > MultistageForced::kMaxForcedSplits) {
     *error = std::string("TORCH_GEMM_MULTISTAGE_PLAN's splits must be :1 to :") +
              std::to_string(MultistageForced::kMaxForcedSplits) + ", got '" + value + "'";
     return false;
   }
-  forced->splits = static_cast<int>(splits);
+  forced->splits = splits;
   return true;
 }
 

@@ -289,15 +289,16 @@ std::string why_multistage(const MultistagePlan& plan, const MultistageCandidate
 py::dict multistage_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int64_t batch,
                          const std::optional<std::string>& forced_value) {
   const char* fn = "multistage_plan";
-  // Extents a float32 C and its operands could have: the plan's counts of bytes stay in int64.
-  constexpr int64_t kMaxExtent = int64_t{1} << 40, kMaxOutputs = int64_t{1} << 56;
+  // Extents a float32 C and its operands could have: the plan's counts of bytes stay in int64,
+  // split 64 ways too (a forced plan's most).
+  constexpr int64_t kMaxExtent = int64_t{1} << 40, kMaxOutputs = int64_t{1} << 54;
   for (const auto& [arg, value] :
        {std::pair<const char*, int64_t>{"M", M}, {"N", N}, {"K", K}, {"batch", batch}}) {
     check_extent(fn, arg, value);
     if (value > kMaxExtent) fail(fn, std::string(arg) + " must be at most 2^40, got " + std::to_string(value));
   }
   if (M > 0 && N > 0 && batch > 0 && (N > kMaxOutputs / M || batch > kMaxOutputs / (M * N))) {
-    fail(fn, "M·N·batch must be at most 2^56, got M = " + std::to_string(M) + ", N = " +
+    fail(fn, "M·N·batch must be at most 2^54, got M = " + std::to_string(M) + ", N = " +
                  std::to_string(N) + ", batch = " + std::to_string(batch));
   }
   if (sm_count <= 0 || sm_count > INT_MAX) {
@@ -339,6 +340,13 @@ py::dict multistage_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int6
   } else {
     why.append(forcing != nullptr ? "forced by TORCH_GEMM_MULTISTAGE_PLAN=" + *forced_value
                                   : why_multistage(plan, weighed));
+    if (forcing != nullptr && plan.split.splits != forcing->splits) {
+      why.append("K split " + std::to_string(plan.split.splits) + " ways, not " +
+                 std::to_string(forcing->splits) + ": " +
+                 (first.batch > 1 ? std::string("a batch is not split")
+                                  : std::to_string(ceil_div(K, tile.block_k)) + " k-tiles of " +
+                                        std::to_string(tile.block_k) + " make no more whole slices"));
+    }
     if (first.batch > 1) why.append("K is not split: a launch of a batch of products");
     if (launches.full > 0 && launches.rest > 0) {
       GemmParams last = p;
