@@ -4,10 +4,11 @@ Each fwd, dx and dW row of a ``<gpu>-models.json`` is mapped to the call it time
 (``linear_tiled(x, W)``: NT; ``mm_tiled(grad, W)``: NN; ``mm_tiled(grad.T, x)``: TN) and to what
 ``torch_gemm.explain`` says that call runs on the record's GPU (compute capability 9.0 and the
 record's SM count): the kernel and, for wgmma_sm90, the tile, K slices, pairs, stream-K and how
-full one round of its blocks is; for multistage, the tile, K slices and waves. Prints the groups of (pass, token band, plan) by their total loss
-(the sum of log(ours / torch) over the group: what the band's geomean would gain if they ran at
-torch's pace), each with its geomean, min and worst products. No GPU needed: the plan is CPU
-code, evaluated at this checkout's commit, which may differ from the record's.
+full one round of its blocks is; for multistage, the tile, K slices and waves. Prints the groups
+of (pass, token band, plan) by their total loss (the sum of log(ours / torch) over the group: what
+the band's geomean would gain if they ran at torch's pace), each with its geomean, min and worst
+products. No GPU needed: the plan is CPU code, evaluated at this checkout's commit, which may
+differ from the record's.
 
     python benchmarks/models_by_plan.py benchmarks/results/nvidia-h200-models.json
     python benchmarks/models_by_plan.py FILE --dtypes bfloat16 --passes fwd --top 10
@@ -62,11 +63,10 @@ def plan_label(explained: dict, sms: int) -> str:
     if explained["kernel"] == "decode_sm80":
         blocks = plan["blocks"] * plan["cluster"]
         return f"decode_sm80, N-major, cluster {plan['cluster']}, {blocks} blocks"
+    tile = "x".join(map(str, plan["tile"]))
     if explained["kernel"] == "multistage":
-        tile = "x".join(map(str, plan["tile"]))
         split = f", split {plan['split_k']}" if plan["split_k"] > 1 else ""
         return f"multistage, {tile}{split}, {plan['waves']} wave" + ("s" if plan["waves"] != 1 else "")
-    tile = "x".join(map(str, plan["tile"]))
     parts = [explained["kernel"], tile]
     if plan["split_k"] > 1:
         groups = plan.get("split_groups", 1)

@@ -112,8 +112,9 @@ def option_name(tile: str, splits: int) -> str:
 def options_for(M: int, N: int, K: int, sms: int) -> list[str]:
     """The plans timed for a product: every plan the model weighs (its constants change costs, not
     the candidates), and where it weighs the 64x64 tile, that tile split 1, 2, 4 and 8 ways."""
-    found = [option_name(tile, splits) for tile, splits, _ in candidates(M, N, K, sms, HEADER_MODEL)]
-    if any(tile == SMALL_NAME for tile, _, _ in candidates(M, N, K, sms, HEADER_MODEL)):
+    weighed = candidates(M, N, K, sms, HEADER_MODEL)
+    found = [option_name(tile, splits) for tile, splits, _ in weighed]
+    if any(tile == SMALL_NAME for tile, _, _ in weighed):
         for splits in (1, 2, 4, 8):
             if splits == 1 or split_of(ceil_div(K, SMALL[2]), splits)[0] == splits:
                 found.append(option_name(SMALL_NAME, splits))

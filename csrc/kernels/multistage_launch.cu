@@ -14,13 +14,7 @@ namespace {
 // TORCH_GEMM_MULTISTAGE_PLAN, read per call so that one process can time every plan (a getenv
 // costs far less than the launch): false where it is set to something not a plan.
 bool forced_plan(std::optional<MultistageForced>* forced, std::string* error) {
-  const char* value = std::getenv("TORCH_GEMM_MULTISTAGE_PLAN");
-  forced->reset();
-  if (value == nullptr || *value == '\0') return true;
-  MultistageForced parsed;
-  if (!parse_multistage_plan(value, &parsed, error)) return false;
-  *forced = parsed;
-  return true;
+  return read_multistage_plan(std::getenv("TORCH_GEMM_MULTISTAGE_PLAN"), forced, error);
 }
 
 struct MultistageLaunch {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "kernels/gemm_params.h"
@@ -70,24 +71,19 @@ struct MultistageForced {
 
 // Parses a TORCH_GEMM_MULTISTAGE_PLAN value: false, with `error` saying why, where it is not one.
 inline bool parse_multistage_plan(const char* value, MultistageForced* forced, std::string* error) {
-  const auto starts = [&](const char* prefix) { return std::strncmp(value, prefix, std::strlen(prefix)) == 0; };
-  const char* rest = nullptr;
-  if (starts("128x256")) {
-    forced->large = true, rest = value + 7;
-  } else if (starts("64x64")) {
-    forced->large = false, rest = value + 5;
-  } else {
+  const auto after = [&](const char* prefix) {
+    return std::strncmp(value, prefix, std::strlen(prefix)) == 0 ? value + std::strlen(prefix) : nullptr;
+  };
+  const char* const after_large = after("128x256");
+  const char* const rest = after_large != nullptr ? after_large : after("64x64");
+  if (rest == nullptr || (*rest != '\0' && *rest != ':')) {
     *error = std::string("TORCH_GEMM_MULTISTAGE_PLAN must be 128x256 or 64x64, optionally :<splits>, got '") +
              value + "'";
     return false;
   }
+  forced->large = after_large != nullptr;
   forced->splits = 1;
   if (*rest == '\0') return true;
-  if (*rest != ':') {
-    *error = std::string("TORCH_GEMM_MULTISTAGE_PLAN must be 128x256 or 64x64, optionally :<splits>, got '") +
-             value + "'";
-    return false;
-  }
   // Digits only (no sign, space or leading zero), read until past the limit.
   int splits = 0;
   const char* digit = rest + 1;
@@ -100,6 +96,17 @@ inline bool parse_multistage_plan(const char* value, MultistageForced* forced, s
     return false;
   }
   forced->splits = splits;
+  return true;
+}
+
+// A TORCH_GEMM_MULTISTAGE_PLAN value as the launcher and explain read it: unset (null or empty)
+// leaves `forced` empty; false, with `error` saying why, where it is not a plan.
+inline bool read_multistage_plan(const char* value, std::optional<MultistageForced>* forced, std::string* error) {
+  forced->reset();
+  if (value == nullptr || *value == '\0') return true;
+  MultistageForced parsed;
+  if (!parse_multistage_plan(value, &parsed, error)) return false;
+  *forced = parsed;
   return true;
 }
 
@@ -123,11 +130,11 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
   using Model = MultistageCostModel;
   const int64_t resident = std::max<int64_t>(sms, 1);
 
-  // The split of `k_tiles` into about `wanted` slices, none of them empty (rounding the slice up
-  // may leave fewer slices than wanted).
-  const auto split_of = [&](int64_t k_tiles, int64_t wanted) {
+  // The split of `k_tiles` into about `wanted` slices of at least `min_per_split` k-tiles, none of
+  // them empty (rounding the slice up may leave fewer slices than wanted).
+  const auto split_of = [&](int64_t k_tiles, int64_t wanted, int64_t min_per_split = Model::kMinKTilesPerSplit) {
     SplitK split;
-    if (wanted > 1 && p.batch == 1 && ceil_div(k_tiles, wanted) >= Model::kMinKTilesPerSplit) {
+    if (wanted > 1 && p.batch == 1 && ceil_div(k_tiles, wanted) >= min_per_split) {
       split.k_tiles_per_split = ceil_div(k_tiles, wanted);
       split.splits = static_cast<int>(ceil_div(k_tiles, split.k_tiles_per_split));
     }
@@ -180,15 +187,9 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
     if (splitk_workspace_bytes(p, split) > Model::kMaxWorkspaceBytes) split = SplitK{};
     candidates.plans[candidates.count++] = modeled(false, split);
   }
-  if (forced != nullptr) {
+  if (forced != nullptr) {  // any slice of at least one k-tile, as many as K has
     const int64_t k_tiles = ceil_div(p.K, forced->large ? large.block_k : small.block_k);
-    SplitK split;
-    const int64_t wanted = std::min<int64_t>(forced->splits, k_tiles);
-    if (wanted > 1 && p.batch == 1) {
-      split.k_tiles_per_split = ceil_div(k_tiles, wanted);
-      split.splits = static_cast<int>(ceil_div(k_tiles, split.k_tiles_per_split));
-    }
-    return modeled(forced->large, split);
+    return modeled(forced->large, split_of(k_tiles, std::min<int64_t>(forced->splits, k_tiles), 1));
   }
   int chosen = 0;
   for (int i = 1; i < candidates.count; ++i) {

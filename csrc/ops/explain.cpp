@@ -306,11 +306,9 @@ py::dict multistage_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int6
   }
   const int sms = static_cast<int>(sm_count);
   std::optional<MultistageForced> forced;
-  if (forced_value.has_value() && !forced_value->empty()) {
-    MultistageForced parsed;
-    std::string error;
-    if (!parse_multistage_plan(forced_value->c_str(), &parsed, &error)) fail(fn, "plan: " + error);
-    forced = parsed;
+  std::string error;
+  if (!read_multistage_plan(forced_value ? forced_value->c_str() : nullptr, &forced, &error)) {
+    fail(fn, "plan: " + error);
   }
   const MultistageForced* forcing = forced ? &*forced : nullptr;
   GemmParams p;
@@ -340,12 +338,10 @@ py::dict multistage_plan(int64_t M, int64_t N, int64_t K, int64_t sm_count, int6
   } else {
     why.append(forcing != nullptr ? "forced by TORCH_GEMM_MULTISTAGE_PLAN=" + *forced_value
                                   : why_multistage(plan, weighed));
-    if (forcing != nullptr && plan.split.splits != forcing->splits) {
+    if (forcing != nullptr && first.batch == 1 && plan.split.splits != forcing->splits) {
       why.append("K split " + std::to_string(plan.split.splits) + " ways, not " +
-                 std::to_string(forcing->splits) + ": " +
-                 (first.batch > 1 ? std::string("a batch is not split")
-                                  : std::to_string(ceil_div(K, tile.block_k)) + " k-tiles of " +
-                                        std::to_string(tile.block_k) + " make no more whole slices"));
+                 std::to_string(forcing->splits) + ": " + std::to_string(ceil_div(K, tile.block_k)) +
+                 " k-tiles of " + std::to_string(tile.block_k) + " make no more whole slices");
     }
     if (first.batch > 1) why.append("K is not split: a launch of a batch of products");
     if (launches.full > 0 && launches.rest > 0) {
