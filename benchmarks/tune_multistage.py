@@ -2,13 +2,14 @@
 projections timed under every plan the cost model weighs, and the model's constants fitted from
 those times.
 
-Each plan is forced through TORCH_GEMM_MULTISTAGE_PLAN ("128x256:<splits>", "64x64:<splits>"),
+Each plan is forced through TORCH_GEMM_MULTISTAGE_PLAN ("128x256:<splits>", "64x64:<splits>",
+"32x128:<splits>"),
 which the launcher reads at each call, so one process times them all, interleaved with torch's
 F.linear and the plan's own choice ("auto"). The fit gives the constants of
 csrc/kernels/multistage_plan.h (MultistageCostModel): the 128x256 tile's FMAs a ns on one SM (from
-the unsplit plans whose tiles fill whole waves), the 64x64 tile's rate as a fraction of it, the
-split-K traffic's bytes a ns and the margin for fewer splits (the values whose choices run fastest
-over the timed products); and it scores the plan: the choice's time against the best plan's.
+the unsplit plans whose tiles fill whole waves), the 64x64 and 32x128 tiles' rates as fractions of
+it, the split-K traffic's bytes a ns and the margin for fewer splits (the values whose choices run
+fastest over the timed products); and it scores the plan: the choice's time against the best plan's.
 
     python benchmarks/tune_multistage.py                  # time the grid, fit, write <gpu>-multistage.json
     python benchmarks/tune_multistage.py --fit FILE.json  # the fit and the score of a record
@@ -36,20 +37,27 @@ DEFAULT_TIMING = timing.Timing(warmup_ms=2.0, rep_ms=8.0)
 # A model replaces the header's constants only where its choices run this much faster (geomean).
 SAME_WITHIN = 0.002
 SAVE_EVERY = 100  # products measured between writes of the record
-# The tiles as multistage_plan.h has them: (block_m, block_n, block_k, blocks an SM).
-LARGE = (128, 256, 16, 1)
-SMALL = (64, 64, 8, 4)
+# The tiles as multistage_plan.h has them: (block_m, block_n, block_k, blocks an SM, the blocks an
+# SM a part-filled round is charged as at least).
+LARGE = (128, 256, 16, 1, 1)
+SMALL = (64, 64, 8, 4, 4)
+NARROW = (32, 128, 16, 4, 3)
 MAX_SPLITS = 8
 MIN_K_TILES_PER_SPLIT = 8
 MAX_WORKSPACE_BYTES = 256 << 20
-LARGE_NAME, SMALL_NAME = "128x256", "64x64"
+NARROW_MAX_ROWS = 64
+LARGE_NAME, SMALL_NAME, NARROW_NAME = "128x256", "64x64", "32x128"
+TILES = {LARGE_NAME: LARGE, SMALL_NAME: SMALL, NARROW_NAME: NARROW}
 # The constants the header holds now (the fit's starting point and the mirror's default).
-HEADER_MODEL = dict(large_fmas_per_sm_ns=151.5, small_rate_of_large=0.75, workspace_bytes_per_ns=750.0,
-                    tie_margin=0.02)
+HEADER_MODEL = dict(large_fmas_per_sm_ns=151.5, small_rate_of_large=0.75, narrow_rate_of_large=0.79,
+                    workspace_bytes_per_ns=3000.0, tie_margin=0.02)
 # The grid the fit searches (the large tile's rate is measured, not searched).
 FIT_GRID = dict(small_rate_of_large=(0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9),
-                workspace_bytes_per_ns=(250.0, 375.0, 500.0, 750.0, 1000.0, 1500.0, 3000.0),
+                narrow_rate_of_large=(0.6, 0.7, 0.79, 0.9, 1.0),
+                workspace_bytes_per_ns=(250.0, 375.0, 500.0, 750.0, 1000.0, 1500.0, 3000.0, 6000.0),
                 tie_margin=(0.0, 0.02, 0.05))
+# Splits timed beyond those weighed, to show where more would pay.
+EXTRA_SPLITS = {SMALL_NAME: (1, 2, 4, 8, 16), NARROW_NAME: (12, 16)}
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -65,10 +73,13 @@ def split_of(k_tiles: int, wanted: int, batch: int = 1) -> tuple[int, int]:
 
 
 def modeled_ns(tile: tuple, splits: int, per_split: int, M: int, N: int, batch: int, sms: int, model: dict) -> float:
-    block_m, block_n, block_k, per_sm = tile
-    waves = ceil_div(ceil_div(M, block_m) * ceil_div(N, block_n) * batch * splits, sms * per_sm)
-    rate = model["large_fmas_per_sm_ns"] * (1.0 if tile == LARGE else model["small_rate_of_large"])
-    ns = waves * per_sm * per_split * block_m * block_n * block_k / rate
+    block_m, block_n, block_k, per_sm, saturating = tile
+    blocks = ceil_div(M, block_m) * ceil_div(N, block_n) * batch * splits
+    last = blocks % (sms * per_sm)
+    charged = blocks // (sms * per_sm) * per_sm + (max(ceil_div(last, sms), saturating) if last else 0)
+    rate = model["large_fmas_per_sm_ns"] * (1.0 if tile == LARGE else model["small_rate_of_large"] if tile == SMALL
+                                            else model["narrow_rate_of_large"])
+    ns = charged * per_split * block_m * block_n * block_k / rate
     if splits > 1:
         ns += (2 * splits + 1) * M * N * 4 / model["workspace_bytes_per_ns"]
     return ns
@@ -77,12 +88,16 @@ def modeled_ns(tile: tuple, splits: int, per_split: int, M: int, N: int, batch: 
 def candidates(M: int, N: int, K: int, sms: int, model: dict, batch: int = 1) -> list[tuple[str, int, float]]:
     """What plan_multistage weighs: [(tile name, splits, modeled ns)], its order."""
     found = []
-    large_k_tiles = ceil_div(K, LARGE[2])
-    for wanted in range(1, MAX_SPLITS + 1):
-        splits, per = split_of(large_k_tiles, wanted, batch)
-        if wanted > 1 and (splits <= 1 or splits * M * N * 4 > MAX_WORKSPACE_BYTES):
-            continue
-        found.append((LARGE_NAME, splits, modeled_ns(LARGE, splits, per, M, N, batch, sms, model)))
+
+    def weigh_splits(name: str) -> None:
+        k_tiles = ceil_div(K, TILES[name][2])
+        for wanted in range(1, MAX_SPLITS + 1):
+            splits, per = split_of(k_tiles, wanted, batch)
+            if wanted > 1 and (splits <= 1 or splits * M * N * 4 > MAX_WORKSPACE_BYTES):
+                continue
+            found.append((name, splits, modeled_ns(TILES[name], splits, per, M, N, batch, sms, model)))
+
+    weigh_splits(LARGE_NAME)
     if ceil_div(M, LARGE[0]) * ceil_div(N, LARGE[1]) * batch < 2 * sms:
         small_tiles = ceil_div(M, SMALL[0]) * ceil_div(N, SMALL[1]) * batch
         k_tiles = ceil_div(K, SMALL[2])
@@ -91,6 +106,8 @@ def candidates(M: int, N: int, K: int, sms: int, model: dict, batch: int = 1) ->
         if splits > 1 and splits * M * N * 4 > MAX_WORKSPACE_BYTES:
             splits, per = 1, k_tiles
         found.append((SMALL_NAME, splits, modeled_ns(SMALL, splits, per, M, N, batch, sms, model)))
+        if M <= NARROW_MAX_ROWS:
+            weigh_splits(NARROW_NAME)
     return found
 
 
@@ -111,13 +128,15 @@ def option_name(tile: str, splits: int) -> str:
 
 def options_for(M: int, N: int, K: int, sms: int) -> list[str]:
     """The plans timed for a product: every plan the model weighs (its constants change costs, not
-    the candidates), and where it weighs the 64x64 tile, that tile split 1, 2, 4 and 8 ways."""
+    the candidates), and where it weighs the 64x64 or the 32x128 tile, that tile split the
+    EXTRA_SPLITS ways too (where K has the k-tiles)."""
     weighed = candidates(M, N, K, sms, HEADER_MODEL)
     found = [option_name(tile, splits) for tile, splits, _ in weighed]
-    if any(tile == SMALL_NAME for tile, _, _ in weighed):
-        for splits in (1, 2, 4, 8):
-            if splits == 1 or split_of(ceil_div(K, SMALL[2]), splits)[0] == splits:
-                found.append(option_name(SMALL_NAME, splits))
+    for name, extra in EXTRA_SPLITS.items():
+        if any(tile == name for tile, _, _ in weighed):
+            for splits in extra:
+                if splits == 1 or split_of(ceil_div(K, TILES[name][2]), splits)[0] == splits:
+                    found.append(option_name(name, splits))
     return list(dict.fromkeys(found))
 
 
@@ -186,7 +205,9 @@ def fit(rows: Sequence[dict], sms: int) -> dict:
     # The header's constants (with the measured rate) stand unless the best model beats them by
     # SAME_WITHIN; among the models at the best score, the one nearest the header's.
     if top is not None and (header_result["model"] is None or top > header_result["model"] * (1 + SAME_WITHIN)):
-        distance = lambda m: sum(abs(math.log(m[k] / header[k])) if header[k] else abs(m[k]) for k in FIT_GRID)
+        # Relative distance, defined where a constant is 0 (a tie margin of 0 is in the grid).
+        distance = lambda m: sum(abs(m[k] - header[k]) / max(abs(m[k]), abs(header[k])) if m[k] != header[k] else 0.0
+                                 for k in FIT_GRID)
         best_score, best_model = min(((r, m) for r, m in scored if r["model"] == top), key=lambda rm: distance(rm[1]))
     return dict(model=best_model, score=best_score, header_score=score(products, sms, HEADER_MODEL, keys),
                 large_rate_measured=rate is not None, left_out=len(products) - len(keys))

@@ -343,8 +343,16 @@ DEFAULT_CASES = (
          "each warp 4 columns of 1001 (the last group's 3 past N read column n0 and are not "
          "stored) (kernel= only: auto takes multistage past 8 rows)",
          "gemv", 13, 1001, 5636, dtype="float32"),
-    Case("multistage split-K", "float32, 64 rows: 4 small tiles and 512 k-tiles, split 8 ways",
-         "multistage", 64, 256, 4096, dtype="float32", expect={"tile": (64, 64), "split_k": 8}),
+    Case("multistage split-K", "float32, 100 rows: 8 small tiles (the second row of them part "
+         "empty) and 512 k-tiles, split 8 ways",
+         "multistage", 100, 256, 4096, dtype="float32", expect={"tile": (64, 64), "split_k": 8}),
+    Case("multistage narrow split-K", "float32 linear with a bias, 33 rows: 12 narrow 32x128 tiles "
+         "(the second row of them 1 row full, the last column of them 60 of 128) and 257 k-tiles "
+         "of 16 (K ends inside the last), split 8 ways, the bias added by the reduction",
+         "multistage", 33, 700, 4100, dtype="float32", op="linear", expect={"tile": (32, 128), "split_k": 8}),
+    Case("multistage narrow", "float32, 5 rows against 3001 columns and K = 100: 24 narrow tiles "
+         "of 5 rows, K whole (7 k-tiles, the last part full)",
+         "multistage", 5, 3001, 100, dtype="float32", expect={"tile": (32, 128), "split_k": 1}),
     Case("multistage large split-K", "float32 linear with a bias, 300 rows: 30 large tiles (the "
          "last row and column of them part empty) and 125 k-tiles, split 4 ways, the bias added "
          "by the reduction",

@@ -1696,7 +1696,11 @@ def test_explain_shows_multistage_plan():
     assert "K split 4 ways" in p["why"][0]
     plan = _C.multistage_plan
     assert (plan(4096, 4096, 4096, sm_count=132)["tile"], plan(4096, 4096, 4096, sm_count=132)["split_k"]) == ((128, 256), 1)
-    assert (plan(16, 4096, 4096, sm_count=132)["tile"], plan(16, 4096, 4096, sm_count=132)["split_k"]) == ((64, 64), 8)
+    # 16 rows: the narrow tile (32 tiles, split 8 ways); past 64 rows it is not weighed.
+    assert (plan(16, 4096, 4096, sm_count=132)["tile"], plan(16, 4096, 4096, sm_count=132)["split_k"]) == ((32, 128), 8)
+    assert (32, 128) in {c["tile"] for c in plan(64, 4096, 4096, sm_count=132)["candidates"]}
+    assert (32, 128) not in {c["tile"] for c in plan(65, 4096, 4096, sm_count=132)["candidates"]}
+    assert "32x128" in plan(16, 4096, 4096, sm_count=132)["why"][0]
     assert plan(2048, 2560, 28672, sm_count=132)["split_k"] == 4  # 160 tiles: 4.85 waves of a quarter
     batched = plan(256, 5120, 28672, sm_count=132, batch=2)
     assert batched["split_k"] == 1 and batched["workspace_bytes"] == 0 and "batch" in batched["why"][-1]
@@ -1727,13 +1731,17 @@ def test_explain_reads_the_forced_multistage_plan(monkeypatch):
     assert p["workspace_bytes"] == 5 * 300 * 2500 * 4
     monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", "128x256")
     assert explain(a, b, sm=90, sm_count=132, allow_tf32=False)["plan"]["split_k"] == 1
+    monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", "32x128:3")  # forced past the rows it is weighed for
+    narrow = explain(a, b, sm=90, sm_count=132, allow_tf32=False)["plan"]
+    assert (narrow["tile"], narrow["split_k"], narrow["k_tiles_per_split"]) == ((32, 128), 3, 42)
+    assert narrow["tiles"] == 10 * 20 and narrow["blocks_per_sm"] == 4
     monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", "128x256:64")  # 125 k-tiles: 63 slices of 2
     many = explain(a, b, sm=90, sm_count=132, allow_tf32=False)["plan"]
     assert many["split_k"] == 63 and "not 64" in many["why"][1]
     batched = explain(torch.empty(2, 300, 2000, device="meta"), torch.empty(2, 2000, 2500, device="meta"),
                       sm=90, sm_count=132, allow_tf32=False)["plan"]
     assert batched["split_k"] == 1  # a batch is not split
-    for bad in ("256x128", "64x64:0", "64x64:65", "64x64:", "128x256:2x", "64x64;2", "64x64:+3", "64x64: 3",
+    for bad in ("256x128", "32x1280", "32x128:0", "64x64:0", "64x64:65", "64x64:", "128x256:2x", "64x64;2", "64x64:+3", "64x64: 3",
                 "64x64:03", "64x64:99999999999999999999", "128x2560"):
         monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", bad)
         with pytest.raises(ValueError, match="multistage_plan: plan: TORCH_GEMM_MULTISTAGE_PLAN"):

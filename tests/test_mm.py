@@ -120,24 +120,46 @@ def test_multistage_split_k(layout):
 
 @requires_cuda
 def test_multistage_plan_fills_the_gpu():
-    """The large tile unsplit where its tiles make several waves, the small one split in K where
-    few tiles exist, the large one split where its tiles would leave most of a wave empty."""
+    """The large tile unsplit where its tiles make several waves, the narrow one split in K for
+    few rows, the large one split where its tiles would leave most of a wave empty."""
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     big = multistage_plan(4096, 4096, 4096)
     assert (big["tile"], big["split_k"]) == ((128, 256), 1)
-    if sms >= 32:  # 16 rows of 4096 columns: 64 small tiles, split to about 4 blocks an SM
+    if sms >= 32:  # 16 rows of 4096 columns: 32 narrow tiles, split in K
         skinny = multistage_plan(16, 4096, 4096)
-        assert skinny["tile"] == (64, 64) and skinny["split_k"] > 1
+        assert skinny["tile"] == (32, 128) and skinny["split_k"] > 1
     assert multistage_plan(1000, 1000, 7)["split_k"] == 1  # too little K to split
     tiles = max(sms // 3, 1)  # large tiles of one 128-row band: a third of a wave, 3 splits fill it
     third = multistage_plan(128, 256 * tiles, 8192)
     assert third["tile"] == (128, 256) and third["split_k"] > 1, third
 
 
+# The narrow 32x128 tile (up to 64 rows), unsplit and split in K: rows that end inside a tile (1,
+# 17, 33, 63) and fill it (32, 64), columns inside one tile and past several, K inside a k-tile,
+# every layout, with a bias; against float64 and run twice for the same bits.
+NARROW_SHAPES = [(1, 1, 4097), (17, 1000, 3001), (32, 129, 100), (33, 200, 1537), (63, 4097, 2049), (64, 50, 17)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_multistage_narrow_tile(layout):
+    for M, N, K in NARROW_SHAPES:
+        assert multistage_plan(M, N, K)["tile"] == (32, 128), (M, N, K)
+        gen = generator("cuda", "narrow", layout, M, N, K)
+        a, b = make_operands(M, N, K, layout, torch.float32, "cuda", gen)
+        bias = randn((N,), torch.float32, "cuda", gen)
+        with tf32_allowed(False), poisoned_outputs():
+            out = torch_gemm.mm_tiled(a, b, kernel="multistage")
+            fused = torch_gemm.linear_tiled(a, b.t(), bias, kernel="multistage")
+        assert_close_to_reference(out, a, b)
+        assert_close_to_reference(fused, a, b, bias)
+        assert torch.equal(out, torch_gemm.mm_tiled(a, b, kernel="multistage"))  # fixed-order sum
+
+
 # Every plan the tuning harness forces (TORCH_GEMM_MULTISTAGE_PLAN, read at each call) runs right:
 # each tile, unsplit and split (an odd count of slices of a ragged K), every layout.
 @requires_cuda
-@pytest.mark.parametrize("forced", ["128x256", "128x256:3", "64x64", "64x64:5"])
+@pytest.mark.parametrize("forced", ["128x256", "128x256:3", "64x64", "64x64:5", "32x128", "32x128:5"])
 def test_multistage_forced_plans(forced, monkeypatch):
     M, N, K = 200, 300, 1001
     monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", forced)
@@ -151,7 +173,7 @@ def test_multistage_forced_plans(forced, monkeypatch):
             out = torch_gemm.mm_tiled(a, b, kernel="multistage")
         assert_close_to_reference(out, a, b)
     monkeypatch.setenv("TORCH_GEMM_MULTISTAGE_PLAN", "32x32")
-    with pytest.raises(RuntimeError, match="TORCH_GEMM_MULTISTAGE_PLAN must be 128x256 or 64x64"):
+    with pytest.raises(RuntimeError, match="TORCH_GEMM_MULTISTAGE_PLAN must be 128x256, 64x64 or 32x128"):
         torch_gemm.mm_tiled(a, b, kernel="multistage")
 
 

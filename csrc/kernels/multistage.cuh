@@ -39,7 +39,7 @@ struct MultistageConfig : Tiling {
                 "pitch 4 (mod 32): conflict-free transposing copies, 16-byte aligned rows");
 };
 
-// The two configurations the rung launches, chosen by measurement (benchmarks/NOTES.md):
+// The three configurations the rung launches, chosen by measurement (benchmarks/NOTES.md):
 // - large: 128×256 blocks of 2×4 warps of 64×64, 16×8 outputs per thread, k-tiles of 16 in 3
 //   stages (75 KB), one block per SM at 255 registers: the fastest wherever the tiles fill the SMs.
 //   Its lanes stay in the straightforward order: pairing them (see WarpTiling) halves its
@@ -47,10 +47,15 @@ struct MultistageConfig : Tiling {
 // - small: 64×64 blocks of 2×2 warps of 32×32, 8×4 per thread, 4 stages of 8, up to 4 blocks per
 //   SM, lanes paired (faster than the straightforward order here): for shapes with few output
 //   tiles, usually with split-K.
+// - narrow: 32×128 blocks of 1×4 warps of 32×32, 8×4 per thread, 4 stages of 16 (43 KB), up to 4
+//   blocks per SM, lanes paired: for up to 64 rows, where the other tiles' rows would be mostly
+//   empty; split in K, since its blocks are few.
 using MultistageLargeConfig =
     MultistageConfig<WarpTiling<128, 256, 64, 64, 16, 8, /*kPairLanes=*/false>, 16, 3, 1>;
 using MultistageSmallConfig =
     MultistageConfig<WarpTiling<64, 64, 32, 32, 8, 4, /*kPairLanes=*/true>, 8, 4, 4>;
+using MultistageNarrowConfig =
+    MultistageConfig<WarpTiling<32, 128, 32, 32, 8, 4, /*kPairLanes=*/true>, 16, 4, 4>;
 
 // The planner (multistage_plan.h, host code) knows these tiles by their numbers.
 template <typename Config>
@@ -59,7 +64,8 @@ constexpr bool config_is_tile(const MultistageTile& tile) {
          Config::kBlockK == tile.block_k && Config::kMinBlocksPerSM == tile.blocks_per_sm;
 }
 static_assert(config_is_tile<MultistageLargeConfig>(kMultistageLargeTile) &&
-                  config_is_tile<MultistageSmallConfig>(kMultistageSmallTile),
+                  config_is_tile<MultistageSmallConfig>(kMultistageSmallTile) &&
+                  config_is_tile<MultistageNarrowConfig>(kMultistageNarrowTile),
               "multistage_plan.h's tiles must be the configurations launched");
 
 // The copy layout of an operand: MN-major float4 layouts copy 16 bytes per vector; every other

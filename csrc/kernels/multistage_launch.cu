@@ -31,11 +31,15 @@ struct MultistageLaunch {
                     " bytes, the split-K plan needs " + std::to_string(needed));
     }
     float* workspace = static_cast<float*>(p.workspace);
-    return plan.large
-               ? run_multistage<MultistageLargeConfig, LayoutA, LayoutB>(p, plan.split, workspace,
-                                                                        stream)
-               : run_multistage<MultistageSmallConfig, LayoutA, LayoutB>(p, plan.split, workspace,
-                                                                        stream);
+    switch (plan.tile_id) {
+      case MultistageTileId::kLarge:
+        return run_multistage<MultistageLargeConfig, LayoutA, LayoutB>(p, plan.split, workspace, stream);
+      case MultistageTileId::kSmall:
+        return run_multistage<MultistageSmallConfig, LayoutA, LayoutB>(p, plan.split, workspace, stream);
+      case MultistageTileId::kNarrow:
+        break;
+    }
+    return run_multistage<MultistageNarrowConfig, LayoutA, LayoutB>(p, plan.split, workspace, stream);
   }
 };
 

@@ -1,4 +1,4 @@
-// How the multistage rung (multistage.cuh) tiles and splits a float32 product: its two tiles as
+// How the multistage rung (multistage.cuh) tiles and splits a float32 product: its three tiles as
 // numbers, split-K's slices and workspace, and plan_multistage's cost model. Host code only, so
 // that torch_gemm.explain shows the launcher's plan in every build.
 #pragma once
@@ -16,12 +16,29 @@ namespace torch_gemm {
 
 // A tile the rung launches (multistage.cuh checks its configurations against these).
 struct MultistageTile {
-  int block_m, block_n;  // C's tile
-  int block_k;           // depth of one k-tile
-  int blocks_per_sm;     // resident on one SM
+  int block_m, block_n;   // C's tile
+  int block_k;            // depth of one k-tile
+  int blocks_per_sm;      // resident on one SM
+  int saturating_blocks;  // a round of fewer blocks an SM takes as long as one of this many
 };
-inline constexpr MultistageTile kMultistageLargeTile{128, 256, 16, 1};
-inline constexpr MultistageTile kMultistageSmallTile{64, 64, 8, 4};
+// The small tile's part-filled rounds are charged as full ones, as the model was first fitted; the
+// narrow tile's lone blocks run at about a third of the SM's pace (4 warps cannot hide the loads'
+// latency), so a round of 1 to 3 blocks an SM costs as much as one of 3 (benchmarks/NOTES.md, session 62).
+inline constexpr MultistageTile kMultistageLargeTile{128, 256, 16, 1, 1};
+inline constexpr MultistageTile kMultistageSmallTile{64, 64, 8, 4, 4};
+inline constexpr MultistageTile kMultistageNarrowTile{32, 128, 16, 4, 3};
+
+// The tiles by name: what a plan holds and TORCH_GEMM_MULTISTAGE_PLAN names.
+enum class MultistageTileId { kLarge, kSmall, kNarrow };
+inline const MultistageTile& multistage_tile(MultistageTileId id) {
+  return id == MultistageTileId::kLarge ? kMultistageLargeTile
+         : id == MultistageTileId::kSmall ? kMultistageSmallTile
+                                          : kMultistageNarrowTile;
+}
+inline std::string multistage_tile_name(MultistageTileId id) {
+  const MultistageTile& tile = multistage_tile(id);
+  return std::to_string(tile.block_m) + "x" + std::to_string(tile.block_n);
+}
 
 // How a multistage launch splits K: `splits` slices of k_tiles_per_split k-tiles each.
 struct SplitK {
@@ -34,12 +51,14 @@ inline int64_t splitk_workspace_bytes(const GemmParams& p, const SplitK& split) 
   return split.splits > 1 ? split.splits * p.M * p.N * static_cast<int64_t>(sizeof(float)) : 0;
 }
 
-// The model's rates and plan_multistage's limits (benchmarks/NOTES.md, session 61).
+// The model's rates and plan_multistage's limits (benchmarks/NOTES.md, sessions 61 and 62).
 struct MultistageCostModel {
   static constexpr double kLargeFmasPerSmNs = 151.5;  // the large tile's rate on one SM
   static constexpr double kSmallRateOfLarge = 0.75;   // the small tile's, 4 blocks sharing an SM
-  static constexpr double kWorkspaceBytesPerNs = 750.0;  // split-K traffic, the whole GPU
+  static constexpr double kNarrowRateOfLarge = 0.79;  // the narrow tile's, 3 or 4 blocks sharing an SM
+  static constexpr double kWorkspaceBytesPerNs = 3000.0;  // split-K traffic, the whole GPU
   static constexpr double kTieMargin = 0.02;
+  static constexpr int64_t kNarrowMaxRows = 64;  // the narrow tile weighed up to this M (as measured)
   static constexpr int64_t kMaxSplits = 8;
   static constexpr int64_t kMinKTilesPerSplit = 8;
   static constexpr int64_t kMaxWorkspaceBytes = int64_t{256} << 20;
@@ -47,25 +66,25 @@ struct MultistageCostModel {
 
 // A plan: the tile, K's split, and what the model says of it.
 struct MultistagePlan {
-  bool large = true;
+  MultistageTileId tile_id = MultistageTileId::kLarge;
   SplitK split;
   int64_t waves = 0;        // rounds of blocks_per_sm blocks on every SM
   double modeled_ns = 0.0;  // the cost model's time
-  const MultistageTile& tile() const { return large ? kMultistageLargeTile : kMultistageSmallTile; }
+  const MultistageTile& tile() const { return multistage_tile(tile_id); }
 };
 
-// What plan_multistage weighed: the large tile split 1 to kMaxSplits ways and the small one.
+// What plan_multistage weighed: the large and narrow tiles split 1 to kMaxSplits ways, the small one.
 struct MultistageCandidates {
-  MultistagePlan plans[MultistageCostModel::kMaxSplits + 1];
+  MultistagePlan plans[2 * MultistageCostModel::kMaxSplits + 1];
   int count = 0;
 };
 
 // A plan forced by TORCH_GEMM_MULTISTAGE_PLAN (benchmarks/tune_multistage.py times each plan this
-// way): "128x256" or "64x64", then ":<splits>" to split K (1 to kMaxForcedSplits; a batch or a K of
-// fewer k-tiles than splits takes what it can).
+// way): "128x256", "64x64" or "32x128", then ":<splits>" to split K (1 to kMaxForcedSplits; a batch or
+// a K of fewer k-tiles than splits takes what it can).
 struct MultistageForced {
   static constexpr int kMaxForcedSplits = 64;
-  bool large = true;
+  MultistageTileId tile_id = MultistageTileId::kLarge;
   int splits = 1;
 };
 
@@ -74,14 +93,20 @@ inline bool parse_multistage_plan(const char* value, MultistageForced* forced, s
   const auto after = [&](const char* prefix) {
     return std::strncmp(value, prefix, std::strlen(prefix)) == 0 ? value + std::strlen(prefix) : nullptr;
   };
-  const char* const after_large = after("128x256");
-  const char* const rest = after_large != nullptr ? after_large : after("64x64");
-  if (rest == nullptr || (*rest != '\0' && *rest != ':')) {
-    *error = std::string("TORCH_GEMM_MULTISTAGE_PLAN must be 128x256 or 64x64, optionally :<splits>, got '") +
+  const char* rest = nullptr;
+  for (const MultistageTileId id : {MultistageTileId::kLarge, MultistageTileId::kSmall, MultistageTileId::kNarrow}) {
+    rest = after(multistage_tile_name(id).c_str());
+    if (rest != nullptr && (*rest == '\0' || *rest == ':')) {
+      forced->tile_id = id;
+      break;
+    }
+    rest = nullptr;
+  }
+  if (rest == nullptr) {
+    *error = std::string("TORCH_GEMM_MULTISTAGE_PLAN must be 128x256, 64x64 or 32x128, optionally :<splits>, got '") +
              value + "'";
     return false;
   }
-  forced->large = after_large != nullptr;
   forced->splits = 1;
   if (*rest == '\0') return true;
   // Digits only (no sign, space or leading zero), read until past the limit.
@@ -111,14 +136,18 @@ inline bool read_multistage_plan(const char* value, std::optional<MultistageForc
 }
 
 // Which tile and how many K splits a product gets on a GPU of `sms` SMs: the plan of least modeled
-// time, where a plan's time is its waves of resident blocks × the k-tiles of a split × a k-tile's
-// time at the tile's rate, plus, with split-K, the workspace's traffic (each split writes an
-// (M, N) slice, the reduction reads them all and writes C). The candidates:
+// time, where a plan's time is its rounds of resident blocks × the k-tiles of a split × a k-tile's
+// time at the tile's rate (a part-filled last round counted as saturating_blocks blocks an SM where
+// it has fewer), plus, with split-K, the workspace's traffic (each split writes an (M, N) slice, the
+// reduction reads them all and writes C). The candidates:
 // - the large tile split 1 to kMaxSplits times in K (one block an SM: the split that fills the
 //   last wave best, 2048 × 2560 × 28672 has 160 tiles on 132 SMs, 4 splits make 4.85 waves of a
 //   quarter of the work where 1 makes 2 waves of all of it);
 // - where the large tiles are fewer than two waves, the small tile (4 blocks an SM), split in K
-//   until about 4 blocks an SM exist (1000³: 256 tiles, 2 splits).
+//   until about 4 blocks an SM exist (1000³: 256 tiles, 2 splits);
+// - there too, up to kNarrowMaxRows rows, the narrow 32×128 tile split 1 to kMaxSplits times: the
+//   other tiles' 64 or 128 rows would be mostly empty (16 rows against a 4096-wide weight:
+//   32 narrow tiles split 8 ways where 64x64 tiles number 64).
 // A split keeps at least kMinKTilesPerSplit k-tiles and a workspace of at most
 // kMaxWorkspaceBytes, splits only an unbatched product, and is taken over fewer splits only where
 // it is more than kTieMargin faster. The rates were fitted to the models grid's float32 forwards at
@@ -140,20 +169,27 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
     }
     return split;
   };
-  // The plan of the large or small tile split as `split`, its waves and modeled ns.
-  const auto modeled = [&](bool large, const SplitK& split) {
+  const auto tiles_of = [&](const MultistageTile& tile) {
+    return ceil_div(p.M, tile.block_m) * ceil_div(p.N, tile.block_n) * p.batch;
+  };
+  // The plan of tile `id` split as `split`, its waves and modeled ns.
+  const auto modeled = [&](MultistageTileId id, const SplitK& split) {
     MultistagePlan plan;
-    plan.large = large;
+    plan.tile_id = id;
     plan.split = split;
     const MultistageTile& tile = plan.tile();
-    const int64_t tiles = ceil_div(p.M, tile.block_m) * ceil_div(p.N, tile.block_n) * p.batch;
-    const int64_t k_tiles = ceil_div(p.K, tile.block_k);
-    plan.waves = ceil_div(tiles * split.splits, resident * tile.blocks_per_sm);
-    const int64_t k_tiles_per_block = split.splits > 1 ? split.k_tiles_per_split : k_tiles;
-    const double fmas_per_sm = static_cast<double>(plan.waves) * tile.blocks_per_sm *
-                               static_cast<double>(k_tiles_per_block) * tile.block_m *
-                               tile.block_n * tile.block_k;
-    const double rate = Model::kLargeFmasPerSmNs * (plan.large ? 1.0 : Model::kSmallRateOfLarge);
+    const int64_t blocks = tiles_of(tile) * split.splits;
+    const int64_t round = resident * tile.blocks_per_sm;
+    plan.waves = ceil_div(blocks, round);
+    const int64_t last = blocks % round;  // blocks of a part-filled last round
+    const int64_t charged_blocks = blocks / round * tile.blocks_per_sm +
+                                   (last > 0 ? std::max<int64_t>(ceil_div(last, resident), tile.saturating_blocks) : 0);
+    const int64_t k_tiles_per_block = split.splits > 1 ? split.k_tiles_per_split : ceil_div(p.K, tile.block_k);
+    const double fmas_per_sm = static_cast<double>(charged_blocks) * static_cast<double>(k_tiles_per_block) *
+                               tile.block_m * tile.block_n * tile.block_k;
+    const double rate = Model::kLargeFmasPerSmNs * (id == MultistageTileId::kLarge   ? 1.0
+                                                    : id == MultistageTileId::kSmall ? Model::kSmallRateOfLarge
+                                                                                     : Model::kNarrowRateOfLarge);
     plan.modeled_ns = fmas_per_sm / rate;
     if (split.splits > 1) {
       const double mn = static_cast<double>(p.M) * static_cast<double>(p.N) * sizeof(float);
@@ -165,38 +201,42 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
   MultistageCandidates local;
   MultistageCandidates& candidates = weighed != nullptr ? *weighed : local;
   candidates.count = 0;
-  const MultistageTile& large = kMultistageLargeTile;
-  const MultistageTile& small = kMultistageSmallTile;
-  const int64_t large_k_tiles = ceil_div(p.K, large.block_k);
-  for (int64_t wanted = 1; wanted <= Model::kMaxSplits; ++wanted) {
-    const SplitK split = split_of(large_k_tiles, wanted);
-    if (wanted > 1 &&
-        (split.splits <= 1 || splitk_workspace_bytes(p, split) > Model::kMaxWorkspaceBytes)) {
-      continue;
+  // The tile split 1 to kMaxSplits ways, each split within the workspace bound.
+  const auto weigh_splits = [&](MultistageTileId id) {
+    const int64_t k_tiles = ceil_div(p.K, multistage_tile(id).block_k);
+    for (int64_t wanted = 1; wanted <= Model::kMaxSplits; ++wanted) {
+      const SplitK split = split_of(k_tiles, wanted);
+      if (wanted > 1 &&
+          (split.splits <= 1 || splitk_workspace_bytes(p, split) > Model::kMaxWorkspaceBytes)) {
+        continue;
+      }
+      candidates.plans[candidates.count++] = modeled(id, split);
     }
-    candidates.plans[candidates.count++] = modeled(true, split);
-  }
-  const int64_t large_tiles = ceil_div(p.M, large.block_m) * ceil_div(p.N, large.block_n) * p.batch;
-  if (large_tiles < 2 * resident) {
-    const int64_t small_tiles = ceil_div(p.M, small.block_m) * ceil_div(p.N, small.block_n) * p.batch;
+  };
+  weigh_splits(MultistageTileId::kLarge);
+  if (tiles_of(kMultistageLargeTile) < 2 * resident) {
+    const MultistageTile& small = kMultistageSmallTile;
+    const int64_t small_tiles = tiles_of(small);
     const int64_t small_k_tiles = ceil_div(p.K, small.block_k);
     const int64_t wanted =
         std::min({small.blocks_per_sm * resident / std::max<int64_t>(small_tiles, 1),
                   Model::kMaxSplits, small_k_tiles / Model::kMinKTilesPerSplit});
     SplitK split = split_of(small_k_tiles, wanted);
     if (splitk_workspace_bytes(p, split) > Model::kMaxWorkspaceBytes) split = SplitK{};
-    candidates.plans[candidates.count++] = modeled(false, split);
+    candidates.plans[candidates.count++] = modeled(MultistageTileId::kSmall, split);
+    if (p.M <= Model::kNarrowMaxRows) weigh_splits(MultistageTileId::kNarrow);
   }
   if (forced != nullptr) {  // any slice of at least one k-tile, as many as K has
-    const int64_t k_tiles = ceil_div(p.K, forced->large ? large.block_k : small.block_k);
-    return modeled(forced->large, split_of(k_tiles, std::min<int64_t>(forced->splits, k_tiles), 1));
+    const int64_t k_tiles = ceil_div(p.K, multistage_tile(forced->tile_id).block_k);
+    return modeled(forced->tile_id, split_of(k_tiles, std::min<int64_t>(forced->splits, k_tiles), 1));
   }
   int chosen = 0;
   for (int i = 1; i < candidates.count; ++i) {
     if (candidates.plans[i].modeled_ns < candidates.plans[chosen].modeled_ns) chosen = i;
   }
   const double least = candidates.plans[chosen].modeled_ns;
-  // The fewest splits within the margin of the least; the large tile first among equals.
+  // The fewest splits within the margin of the least; the earlier weighed first among equals
+  // (the large tile, then the small, then the narrow).
   for (int i = 0; i < candidates.count; ++i) {
     const MultistagePlan& plan = candidates.plans[i];
     if (plan.modeled_ns <= least * (1.0 + Model::kTieMargin) &&

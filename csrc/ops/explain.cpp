@@ -257,30 +257,37 @@ py::dict describe_multistage(const MultistagePlan& plan) {
 // What plan_multistage weighed and chose, in a sentence.
 std::string why_multistage(const MultistagePlan& plan, const MultistageCandidates& weighed) {
   using Model = MultistageCostModel;
-  const bool small_weighed =
-      std::any_of(weighed.plans, weighed.plans + weighed.count, [](const MultistagePlan& c) { return !c.large; });
-  const MultistageTile& large = kMultistageLargeTile;
-  const MultistageTile& small = kMultistageSmallTile;
-  const auto name = [](const MultistageTile& t) { return std::to_string(t.block_m) + "x" + std::to_string(t.block_n); };
+  const auto weighed_tile = [&](MultistageTileId id) {
+    return std::any_of(weighed.plans, weighed.plans + weighed.count,
+                       [id](const MultistagePlan& c) { return c.tile_id == id; });
+  };
+  const std::string large = multistage_tile_name(MultistageTileId::kLarge);
   int most_splits = 1;  // of the large tile's plans
   for (int i = 0; i < weighed.count; ++i) {
-    if (weighed.plans[i].large) most_splits = std::max(most_splits, weighed.plans[i].split.splits);
+    if (weighed.plans[i].tile_id == MultistageTileId::kLarge) {
+      most_splits = std::max(most_splits, weighed.plans[i].split.splits);
+    }
   }
-  std::string why = "the least modeled time of " + std::to_string(weighed.count) + " plan(s): the " +
-                    name(large) + " tile " +
-                    (most_splits > 1 ? "split 1 to " + std::to_string(most_splits) + " ways in K"
-                                     : std::string("with K whole (no split keeps ") +
-                                           std::to_string(Model::kMinKTilesPerSplit) + " k-tiles a slice, or a batch)") +
-                    (small_weighed ? ", and the " + name(small) + " tile (the " + name(large) +
-                                         " tiles make under two waves)"
-                                   : std::string()) +
-                    "; the fewest splits within " + std::to_string(static_cast<int>(Model::kTieMargin * 100)) +
-                    " % of it: " + name(plan.tile()) + " tiles, " +
-                    (plan.split.splits > 1 ? "K split " + std::to_string(plan.split.splits) + " ways, "
-                                           : std::string("K whole, ")) +
-                    std::to_string(plan.waves) + " wave(s) of " + std::to_string(plan.tile().blocks_per_sm) +
-                    " block(s) an SM";
-  return why;
+  std::string others;
+  if (weighed_tile(MultistageTileId::kSmall)) {
+    others = ", and (the " + large + " tiles make under two waves) the " +
+             multistage_tile_name(MultistageTileId::kSmall) + " tile" +
+             (weighed_tile(MultistageTileId::kNarrow)
+                  ? " and, with at most " + std::to_string(Model::kNarrowMaxRows) + " rows, the " +
+                        multistage_tile_name(MultistageTileId::kNarrow) + " tile split 1 to " +
+                        std::to_string(Model::kMaxSplits) + " ways"
+                  : std::string());
+  }
+  return "the least modeled time of " + std::to_string(weighed.count) + " plan(s): the " + large + " tile " +
+         (most_splits > 1 ? "split 1 to " + std::to_string(most_splits) + " ways in K"
+                          : std::string("with K whole (no split keeps ") +
+                                std::to_string(Model::kMinKTilesPerSplit) + " k-tiles a slice, or a batch)") +
+         others + "; the fewest splits within " + std::to_string(static_cast<int>(Model::kTieMargin * 100)) +
+         " % of it: " + multistage_tile_name(plan.tile_id) + " tiles, " +
+         (plan.split.splits > 1 ? "K split " + std::to_string(plan.split.splits) + " ways, "
+                                : std::string("K whole, ")) +
+         std::to_string(plan.waves) + " wave(s) of " + std::to_string(plan.tile().blocks_per_sm) +
+         " block(s) an SM";
 }
 
 // multistage's plan (multistage_plan.h) of a float32 product, or a batch of them, on a GPU of

@@ -29,7 +29,7 @@ const std::array<KernelEntry<GemmLaunchFn>, 11> kCudaKernels{{
     {"smem32", kAllDTypes, 0, &launch_gemm_smem32, "32x32 shared-memory tiles of A and B, one thread per output"},
     {"regtile", dtype_bit(DType::kFloat32), 0, &launch_gemm_regtile, "128x128x8 block, 8x8 outputs per thread in registers, float4 loads, A transposed in shared memory"},
     {"warptile", dtype_bit(DType::kFloat32), 0, &launch_gemm_warptile, "128x128x8 block of 32x64 warp tiles, double-buffered shared memory and register fragments"},
-    {"multistage", dtype_bit(DType::kFloat32), 80, &launch_gemm_multistage, "warp tiles fed by a 3-4 stage cp.async ring; 128x256 tiles, or 64x64 where those are few, split in K where a cost model of waves says so", &gemm_multistage_workspace_bytes},
+    {"multistage", dtype_bit(DType::kFloat32), 80, &launch_gemm_multistage, "warp tiles fed by a 3-4 stage cp.async ring; 128x256 tiles, or 64x64 or (up to 64 rows) 32x128 where those are few, split in K where a cost model of waves says so", &gemm_multistage_workspace_bytes},
     {"gemv", kAllDTypes, 0, &launch_gemm_gemv, "decode: a few rows of A against B streamed once, warps splitting K of each column of B, 16-byte loads, shuffle reduction"},
     {"decode_sm80", kSixteenBit | dtype_bit(DType::kFloat32), 80, &launch_gemm_decode_sm80,
      "decode on the tensor cores (mma.sync m16n8k16; float32 as tf32, m16n8k8, only where torch allows TF32): the weight streamed once as mma.sync's 16-row operand, up to 8 tokens per 8-column tile, K split across warps and blocks, 16-byte loads",
