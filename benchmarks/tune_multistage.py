@@ -43,6 +43,7 @@ LARGE = (128, 256, 16, 1, 1)
 SMALL = (64, 64, 8, 4, 4)
 NARROW = (32, 128, 16, 4, 3)
 MAX_SPLITS = 8
+NARROW_MAX_SPLITS, NARROW_SPLIT_STEP = 16, 4
 MIN_K_TILES_PER_SPLIT = 8
 MAX_WORKSPACE_BYTES = 256 << 20
 NARROW_MAX_ROWS = 64
@@ -57,7 +58,7 @@ FIT_GRID = dict(small_rate_of_large=(0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9),
                 workspace_bytes_per_ns=(250.0, 375.0, 500.0, 750.0, 1000.0, 1500.0, 3000.0, 6000.0),
                 tie_margin=(0.0, 0.02, 0.05))
 # Splits timed beyond those weighed, to show where more would pay.
-EXTRA_SPLITS = {SMALL_NAME: (1, 2, 4, 8, 16), NARROW_NAME: (12, 16)}
+EXTRA_SPLITS = {SMALL_NAME: (1, 2, 4, 8, 16), NARROW_NAME: (24, 32)}
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -89,15 +90,15 @@ def candidates(M: int, N: int, K: int, sms: int, model: dict, batch: int = 1) ->
     """What plan_multistage weighs: [(tile name, splits, modeled ns)], its order."""
     found = []
 
-    def weigh_splits(name: str) -> None:
+    def weigh_splits(name: str, most: int) -> None:
         k_tiles = ceil_div(K, TILES[name][2])
-        for wanted in range(1, MAX_SPLITS + 1):
+        for wanted in [*range(1, MAX_SPLITS + 1), *range(MAX_SPLITS + NARROW_SPLIT_STEP, most + 1, NARROW_SPLIT_STEP)]:
             splits, per = split_of(k_tiles, wanted, batch)
             if wanted > 1 and (splits <= 1 or splits * M * N * 4 > MAX_WORKSPACE_BYTES):
                 continue
             found.append((name, splits, modeled_ns(TILES[name], splits, per, M, N, batch, sms, model)))
 
-    weigh_splits(LARGE_NAME)
+    weigh_splits(LARGE_NAME, MAX_SPLITS)
     if ceil_div(M, LARGE[0]) * ceil_div(N, LARGE[1]) * batch < 2 * sms:
         small_tiles = ceil_div(M, SMALL[0]) * ceil_div(N, SMALL[1]) * batch
         k_tiles = ceil_div(K, SMALL[2])
@@ -107,7 +108,7 @@ def candidates(M: int, N: int, K: int, sms: int, model: dict, batch: int = 1) ->
             splits, per = 1, k_tiles
         found.append((SMALL_NAME, splits, modeled_ns(SMALL, splits, per, M, N, batch, sms, model)))
         if M <= NARROW_MAX_ROWS:
-            weigh_splits(NARROW_NAME)
+            weigh_splits(NARROW_NAME, NARROW_MAX_SPLITS)
     return found
 
 

@@ -348,8 +348,8 @@ DEFAULT_CASES = (
          "multistage", 100, 256, 4096, dtype="float32", expect={"tile": (64, 64), "split_k": 8}),
     Case("multistage narrow split-K", "float32 linear with a bias, 33 rows: 12 narrow 32x128 tiles "
          "(the second row of them 1 row full, the last column of them 60 of 128) and 257 k-tiles "
-         "of 16 (K ends inside the last), split 8 ways, the bias added by the reduction",
-         "multistage", 33, 700, 4100, dtype="float32", op="linear", expect={"tile": (32, 128), "split_k": 8}),
+         "of 16 (K ends inside the last), split 16 ways, the bias added by the reduction",
+         "multistage", 33, 700, 4100, dtype="float32", op="linear", expect={"tile": (32, 128), "split_k": 16}),
     Case("multistage narrow", "float32, 5 rows against 3001 columns and K = 100: 24 narrow tiles "
          "of 5 rows, K whole (7 k-tiles, the last part full)",
          "multistage", 5, 3001, 100, dtype="float32", expect={"tile": (32, 128), "split_k": 1}),

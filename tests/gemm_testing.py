@@ -320,6 +320,22 @@ def assert_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tenso
         )
 
 
+def assert_batch_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """assert_close_to_reference's per-element bound over a batch of products too many to check one
+    at a time (float64, or float32 with TF32 off: the bound has no TF32 or 3xTF32 term)."""
+    assert a.dtype == torch.float64 or (a.dtype == torch.float32 and not tf32_in_effect(a))
+    K = a.shape[-1]
+    ref = torch.bmm(a.double(), b.double())
+    summands = torch.bmm(a.double().abs(), b.double().abs())
+    bound = _OUT_EPS[a.dtype] * (ref.abs() + torch.finfo(a.dtype).tiny) + 3.0 * math.sqrt(max(K, 1)) * _ACC_UNIT.get(a.dtype, 2.0**-24) * summands
+    diff = (out.double() - ref).abs()
+    worst = (diff - bound).argmax() if diff.numel() else None
+    if worst is not None and diff.flatten()[worst] > bound.flatten()[worst]:
+        index = tuple(int(i) for i in torch.unravel_index(worst, diff.shape))
+        raise AssertionError(f"element {index} of {tuple(a.shape)}@{tuple(b.shape)} {a.dtype}: |out - ref| = "
+                             f"{diff[index].item():.3e} > bound {bound[index].item():.3e}")
+
+
 def assert_row_sum_close_to_reference(row_sum: torch.Tensor, a: torch.Tensor) -> None:
     """a.sum(1) as mm_tiled_row_sum promises it: (M,), a's dtype and device, contiguous, and on
     every element one rounding to a's dtype of a sum kept in the accumulator (fp32 for float32

@@ -1696,8 +1696,10 @@ def test_explain_shows_multistage_plan():
     assert "K split 4 ways" in p["why"][0]
     plan = _C.multistage_plan
     assert (plan(4096, 4096, 4096, sm_count=132)["tile"], plan(4096, 4096, 4096, sm_count=132)["split_k"]) == ((128, 256), 1)
-    # 16 rows: the narrow tile (32 tiles, split 8 ways); past 64 rows it is not weighed.
-    assert (plan(16, 4096, 4096, sm_count=132)["tile"], plan(16, 4096, 4096, sm_count=132)["split_k"]) == ((32, 128), 8)
+    # 16 rows: the narrow tile (32 tiles, split 12 ways); past 64 rows it is not weighed.
+    assert (plan(16, 4096, 4096, sm_count=132)["tile"], plan(16, 4096, 4096, sm_count=132)["split_k"]) == ((32, 128), 12)
+    assert {c["split_k"] for c in plan(16, 4096, 4096, sm_count=132)["candidates"] if c["tile"] == (32, 128)} == {
+        1, 2, 3, 4, 5, 6, 7, 8, 12, 16}
     assert (32, 128) in {c["tile"] for c in plan(64, 4096, 4096, sm_count=132)["candidates"]}
     assert (32, 128) not in {c["tile"] for c in plan(65, 4096, 4096, sm_count=132)["candidates"]}
     assert "32x128" in plan(16, 4096, 4096, sm_count=132)["why"][0]

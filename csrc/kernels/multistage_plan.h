@@ -60,6 +60,10 @@ struct MultistageCostModel {
   static constexpr double kTieMargin = 0.02;
   static constexpr int64_t kNarrowMaxRows = 64;  // the narrow tile weighed up to this M (as measured)
   static constexpr int64_t kMaxSplits = 8;
+  // The narrow tile's blocks are few: past kMaxSplits it is weighed split in steps of
+  // kNarrowSplitStep up to kNarrowMaxSplits (12 and 16 measured).
+  static constexpr int64_t kNarrowMaxSplits = 16;
+  static constexpr int64_t kNarrowSplitStep = 4;
   static constexpr int64_t kMinKTilesPerSplit = 8;
   static constexpr int64_t kMaxWorkspaceBytes = int64_t{256} << 20;
 };
@@ -73,9 +77,11 @@ struct MultistagePlan {
   const MultistageTile& tile() const { return multistage_tile(tile_id); }
 };
 
-// What plan_multistage weighed: the large and narrow tiles split 1 to kMaxSplits ways, the small one.
+// What plan_multistage weighed: the large tile split 1 to kMaxSplits ways, the small one, the narrow
+// one split 1 to kMaxSplits ways and then in steps up to kNarrowMaxSplits.
 struct MultistageCandidates {
-  MultistagePlan plans[2 * MultistageCostModel::kMaxSplits + 1];
+  using Model = MultistageCostModel;
+  MultistagePlan plans[2 * Model::kMaxSplits + 1 + (Model::kNarrowMaxSplits - Model::kMaxSplits) / Model::kNarrowSplitStep];
   int count = 0;
 };
 
@@ -145,9 +151,9 @@ inline bool read_multistage_plan(const char* value, std::optional<MultistageForc
 //   quarter of the work where 1 makes 2 waves of all of it);
 // - where the large tiles are fewer than two waves, the small tile (4 blocks an SM), split in K
 //   until about 4 blocks an SM exist (1000³: 256 tiles, 2 splits);
-// - there too, up to kNarrowMaxRows rows, the narrow 32×128 tile split 1 to kMaxSplits times: the
-//   other tiles' 64 or 128 rows would be mostly empty (16 rows against a 4096-wide weight:
-//   32 narrow tiles split 8 ways where 64x64 tiles number 64).
+// - there too, up to kNarrowMaxRows rows, the narrow 32×128 tile split 1 to kMaxSplits times, then
+//   12 and 16: the other tiles' 64 or 128 rows would be mostly empty, and its blocks are few
+//   (16 rows against a 4096-wide weight: 32 narrow tiles split 16 ways).
 // A split keeps at least kMinKTilesPerSplit k-tiles and a workspace of at most
 // kMaxWorkspaceBytes, splits only an unbatched product, and is taken over fewer splits only where
 // it is more than kTieMargin faster. The rates were fitted to the models grid's float32 forwards at
@@ -201,10 +207,11 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
   MultistageCandidates local;
   MultistageCandidates& candidates = weighed != nullptr ? *weighed : local;
   candidates.count = 0;
-  // The tile split 1 to kMaxSplits ways, each split within the workspace bound.
-  const auto weigh_splits = [&](MultistageTileId id) {
+  // The tile split 1 to kMaxSplits ways, then in steps of kNarrowSplitStep to `most`, each split
+  // within the workspace bound.
+  const auto weigh_splits = [&](MultistageTileId id, int64_t most) {
     const int64_t k_tiles = ceil_div(p.K, multistage_tile(id).block_k);
-    for (int64_t wanted = 1; wanted <= Model::kMaxSplits; ++wanted) {
+    for (int64_t wanted = 1; wanted <= most; wanted += wanted < Model::kMaxSplits ? 1 : Model::kNarrowSplitStep) {
       const SplitK split = split_of(k_tiles, wanted);
       if (wanted > 1 &&
           (split.splits <= 1 || splitk_workspace_bytes(p, split) > Model::kMaxWorkspaceBytes)) {
@@ -213,7 +220,7 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
       candidates.plans[candidates.count++] = modeled(id, split);
     }
   };
-  weigh_splits(MultistageTileId::kLarge);
+  weigh_splits(MultistageTileId::kLarge, Model::kMaxSplits);
   if (tiles_of(kMultistageLargeTile) < 2 * resident) {
     const MultistageTile& small = kMultistageSmallTile;
     const int64_t small_tiles = tiles_of(small);
@@ -224,7 +231,7 @@ inline MultistagePlan plan_multistage(const GemmParams& p, int sms,
     SplitK split = split_of(small_k_tiles, wanted);
     if (splitk_workspace_bytes(p, split) > Model::kMaxWorkspaceBytes) split = SplitK{};
     candidates.plans[candidates.count++] = modeled(MultistageTileId::kSmall, split);
-    if (p.M <= Model::kNarrowMaxRows) weigh_splits(MultistageTileId::kNarrow);
+    if (p.M <= Model::kNarrowMaxRows) weigh_splits(MultistageTileId::kNarrow, Model::kNarrowMaxSplits);
   }
   if (forced != nullptr) {  // any slice of at least one k-tile, as many as K has
     const int64_t k_tiles = ceil_div(p.K, multistage_tile(forced->tile_id).block_k);

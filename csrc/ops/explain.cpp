@@ -262,20 +262,22 @@ std::string why_multistage(const MultistagePlan& plan, const MultistageCandidate
                        [id](const MultistagePlan& c) { return c.tile_id == id; });
   };
   const std::string large = multistage_tile_name(MultistageTileId::kLarge);
-  int most_splits = 1;  // of the large tile's plans
-  for (int i = 0; i < weighed.count; ++i) {
-    if (weighed.plans[i].tile_id == MultistageTileId::kLarge) {
-      most_splits = std::max(most_splits, weighed.plans[i].split.splits);
+  const auto most_splits_of = [&](MultistageTileId id) {
+    int most = 1;
+    for (int i = 0; i < weighed.count; ++i) {
+      if (weighed.plans[i].tile_id == id) most = std::max(most, weighed.plans[i].split.splits);
     }
-  }
+    return most;
+  };
+  const int most_splits = most_splits_of(MultistageTileId::kLarge);
   std::string others;
   if (weighed_tile(MultistageTileId::kSmall)) {
     others = ", and (the " + large + " tiles make under two waves) the " +
              multistage_tile_name(MultistageTileId::kSmall) + " tile" +
              (weighed_tile(MultistageTileId::kNarrow)
                   ? " and, with at most " + std::to_string(Model::kNarrowMaxRows) + " rows, the " +
-                        multistage_tile_name(MultistageTileId::kNarrow) + " tile split 1 to " +
-                        std::to_string(Model::kMaxSplits) + " ways"
+                        multistage_tile_name(MultistageTileId::kNarrow) + " tile split up to " +
+                        std::to_string(most_splits_of(MultistageTileId::kNarrow)) + " ways"
                   : std::string());
   }
   return "the least modeled time of " + std::to_string(weighed.count) + " plan(s): the " + large + " tile " +
