@@ -67,8 +67,15 @@ LaunchStatus run_planned(const GemmParams& p, const SplitK&, float* ws, cudaStre
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   const MultistagePlan plan = plan_multistage(p, sms);
-  return plan.large ? run_config<MultistageLargeConfig>(p, plan.split, ws, s)
-                    : run_config<MultistageSmallConfig>(p, plan.split, ws, s);
+  switch (plan.tile_id) {
+    case MultistageTileId::kLarge:
+      return run_config<MultistageLargeConfig>(p, plan.split, ws, s);
+    case MultistageTileId::kSmall:
+      return run_config<MultistageSmallConfig>(p, plan.split, ws, s);
+    case MultistageTileId::kNarrow:
+      break;
+  }
+  return run_config<MultistageNarrowConfig>(p, plan.split, ws, s);
 }
 
 struct Variant {
@@ -95,6 +102,7 @@ using T128x256_8x16 = WarpTiling<128, 256, 64, 64, 8, 16>;
 using T256x128 = WarpTiling<256, 128, 64, 64, 16, 8>;
 using T64 = WarpTiling<64, 64, 32, 32, 8, 4>;
 using T64_seq = WarpTiling<64, 64, 32, 32, 8, 4, false>;
+using T32x128 = WarpTiling<32, 128, 32, 32, 8, 4>;
 
 std::vector<Variant> variants() {
   return {
@@ -112,6 +120,7 @@ std::vector<Variant> variants() {
       variant<MultistageConfig<T64, 8, 4, 4>>("64x64 w32x32 t8x4 k8 s4", true),
       variant<MultistageConfig<T64_seq, 8, 4, 4>>("64x64 w32x32 t8x4 k8 s4 seq", false),
       variant<MultistageConfig<T64, 16, 3, 4>>("64x64 w32x32 t8x4 k16 s3", true),
+      variant<MultistageConfig<T32x128, 16, 4, 4>>("32x128 w32x32 t8x4 k16 s4", true),
   };
 }
 

@@ -326,6 +326,8 @@ def assert_batch_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch
     assert a.dtype == torch.float64 or (a.dtype == torch.float32 and not tf32_in_effect(a))
     K = a.shape[-1]
     ref = torch.bmm(a.double(), b.double())
+    assert out.shape == ref.shape and out.dtype == a.dtype
+    assert not torch.isnan(out).any(), "NaN in output (unwritten element or bad arithmetic)"
     summands = torch.bmm(a.double().abs(), b.double().abs())
     bound = _OUT_EPS[a.dtype] * (ref.abs() + torch.finfo(a.dtype).tiny) + 3.0 * math.sqrt(max(K, 1)) * _ACC_UNIT.get(a.dtype, 2.0**-24) * summands
     diff = (out.double() - ref).abs()

@@ -18,7 +18,7 @@ CASES = [(group, case) for group in sanitize_cases.GROUPS for case in group.case
 # selects, and the other kernels' named cases: a case list that stops reaching one of them fails
 # here.
 REQUIRED_PATHS = {
-    "multistage split-K", "multistage large split-K",
+    "multistage split-K", "multistage large split-K", "multistage narrow split-K", "multistage narrow",
     "wgmma 128x256 pairs", "wgmma 128x256 single", "wgmma 64x256", "wgmma 64x128 unsplit",
     "wgmma 64x128 split 2", "wgmma 64x128 split 4", "wgmma 64x128 split 8", "wgmma 64x128 split 8 in 4 clusters",
     "wgmma 64x64 pairs", "wgmma 128x128 pairs",

@@ -24,6 +24,8 @@ struct MultistageTile {
 // The small tile's part-filled rounds are charged as full ones, as the model was first fitted; the
 // narrow tile's lone blocks run at about a third of the SM's pace (4 warps cannot hide the loads'
 // latency), so a round of 1 to 3 blocks an SM costs as much as one of 3 (benchmarks/NOTES.md, session 62).
+// blocks_per_sm is sm_90's, where the model was fitted: the narrow tile's 43 KB of shared memory
+// leave room for 3 blocks on sm_80 and 2 on sm_86/89, where its plans are unmeasured.
 inline constexpr MultistageTile kMultistageLargeTile{128, 256, 16, 1, 1};
 inline constexpr MultistageTile kMultistageSmallTile{64, 64, 8, 4, 4};
 inline constexpr MultistageTile kMultistageNarrowTile{32, 128, 16, 4, 3};
@@ -153,7 +155,7 @@ inline bool read_multistage_plan(const char* value, std::optional<MultistageForc
 //   until about 4 blocks an SM exist (1000³: 256 tiles, 2 splits);
 // - there too, up to kNarrowMaxRows rows, the narrow 32×128 tile split 1 to kMaxSplits times, then
 //   12 and 16: the other tiles' 64 or 128 rows would be mostly empty, and its blocks are few
-//   (16 rows against a 4096-wide weight: 32 narrow tiles split 16 ways).
+//   (16 rows against a 4096-wide weight on 132 SMs: 32 narrow tiles split 12 ways).
 // A split keeps at least kMinKTilesPerSplit k-tiles and a workspace of at most
 // kMaxWorkspaceBytes, splits only an unbatched product, and is taken over fewer splits only where
 // it is more than kTieMargin faster. The rates were fitted to the models grid's float32 forwards at

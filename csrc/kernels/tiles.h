@@ -47,8 +47,10 @@ constexpr bool is_slim_block_n(int64_t n) {
 // 16-bit types one (from two rows on, wgmma's tiles were mostly faster), for float64 two, for
 // float32 from sm_80 eight against at least kGemvFloat32MinColumns columns (else two; on sm_90
 // with TF32 allowed the tf32 decode rules come first): there the CUDA cores' alternative is
-// multistage, whose 64-row tiles multiply the empty rows too (3-8 rows: gemv 1.16-1.78x cuBLAS,
-// multistage 0.49-0.65x, gemv faster on every weight of the models grid, 256 to 28672 columns);
+// multistage, whose 64-row tiles multiplied the empty rows too (3-8 rows: gemv 1.16-1.78x cuBLAS,
+// multistage 0.49-0.65x, gemv faster on every weight of the models grid, 256 to 28672 columns;
+// multistage's 32-row tile, split up to 16 ways since session 62, ran 1.12x cuBLAS at 16 rows
+// against gemv's 1.55x at 8: not measured at 3-8 rows);
 // at 12 and 16 rows gemv's groups of 8 read the weight twice and lost to multistage on 38 and 76 of
 // 124 weights (H200; benchmarks/NOTES.md, sessions 18 and 60). Fewer columns were not measured:
 // there gemv's blocks are few against a long K, which multistage splits across the SMs.

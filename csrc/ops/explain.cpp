@@ -276,8 +276,10 @@ std::string why_multistage(const MultistagePlan& plan, const MultistageCandidate
              multistage_tile_name(MultistageTileId::kSmall) + " tile" +
              (weighed_tile(MultistageTileId::kNarrow)
                   ? " and, with at most " + std::to_string(Model::kNarrowMaxRows) + " rows, the " +
-                        multistage_tile_name(MultistageTileId::kNarrow) + " tile split up to " +
-                        std::to_string(most_splits_of(MultistageTileId::kNarrow)) + " ways"
+                        multistage_tile_name(MultistageTileId::kNarrow) + " tile " +
+                        (most_splits_of(MultistageTileId::kNarrow) > 1
+                             ? "split up to " + std::to_string(most_splits_of(MultistageTileId::kNarrow)) + " ways"
+                             : std::string("with K whole"))
                   : std::string());
   }
   return "the least modeled time of " + std::to_string(weighed.count) + " plan(s): the " + large + " tile " +
