@@ -49,6 +49,8 @@ MAX_WORKSPACE_BYTES = 256 << 20
 NARROW_MAX_ROWS = 64
 LARGE_NAME, SMALL_NAME, NARROW_NAME = "128x256", "64x64", "32x128"
 TILES = {LARGE_NAME: LARGE, SMALL_NAME: SMALL, NARROW_NAME: NARROW}
+# Each tile's rate as the model's fraction of the large tile's (None: the large tile itself).
+RATE_OF_LARGE = {LARGE_NAME: None, SMALL_NAME: "small_rate_of_large", NARROW_NAME: "narrow_rate_of_large"}
 # The constants the header holds now (the fit's starting point and the mirror's default).
 HEADER_MODEL = dict(large_fmas_per_sm_ns=151.5, small_rate_of_large=0.75, narrow_rate_of_large=0.79,
                     workspace_bytes_per_ns=3000.0, tie_margin=0.02)
@@ -73,13 +75,13 @@ def split_of(k_tiles: int, wanted: int, batch: int = 1) -> tuple[int, int]:
     return 1, k_tiles
 
 
-def modeled_ns(tile: tuple, splits: int, per_split: int, M: int, N: int, batch: int, sms: int, model: dict) -> float:
-    block_m, block_n, block_k, per_sm, saturating = tile
+def modeled_ns(name: str, splits: int, per_split: int, M: int, N: int, batch: int, sms: int, model: dict) -> float:
+    block_m, block_n, block_k, per_sm, saturating = TILES[name]
     blocks = ceil_div(M, block_m) * ceil_div(N, block_n) * batch * splits
     last = blocks % (sms * per_sm)
     charged = blocks // (sms * per_sm) * per_sm + (max(ceil_div(last, sms), saturating) if last else 0)
-    rate = model["large_fmas_per_sm_ns"] * (1.0 if tile == LARGE else model["small_rate_of_large"] if tile == SMALL
-                                            else model["narrow_rate_of_large"])
+    share = RATE_OF_LARGE[name]
+    rate = model["large_fmas_per_sm_ns"] * (model[share] if share else 1.0)
     ns = charged * per_split * block_m * block_n * block_k / rate
     if splits > 1:
         ns += (2 * splits + 1) * M * N * 4 / model["workspace_bytes_per_ns"]
@@ -96,7 +98,7 @@ def candidates(M: int, N: int, K: int, sms: int, model: dict, batch: int = 1) ->
             splits, per = split_of(k_tiles, wanted, batch)
             if wanted > 1 and (splits <= 1 or splits * M * N * 4 > MAX_WORKSPACE_BYTES):
                 continue
-            found.append((name, splits, modeled_ns(TILES[name], splits, per, M, N, batch, sms, model)))
+            found.append((name, splits, modeled_ns(name, splits, per, M, N, batch, sms, model)))
 
     weigh_splits(LARGE_NAME, MAX_SPLITS)
     if ceil_div(M, LARGE[0]) * ceil_div(N, LARGE[1]) * batch < 2 * sms:
@@ -106,7 +108,7 @@ def candidates(M: int, N: int, K: int, sms: int, model: dict, batch: int = 1) ->
         splits, per = split_of(k_tiles, wanted, batch)
         if splits > 1 and splits * M * N * 4 > MAX_WORKSPACE_BYTES:
             splits, per = 1, k_tiles
-        found.append((SMALL_NAME, splits, modeled_ns(SMALL, splits, per, M, N, batch, sms, model)))
+        found.append((SMALL_NAME, splits, modeled_ns(SMALL_NAME, splits, per, M, N, batch, sms, model)))
         if M <= NARROW_MAX_ROWS:
             weigh_splits(NARROW_NAME, NARROW_MAX_SPLITS)
     return found

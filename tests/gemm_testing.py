@@ -263,6 +263,13 @@ def error_scale(ref: torch.Tensor, summands: torch.Tensor, K: int) -> float:
     return max(ref.norm().item(), summands.norm().item() / math.sqrt(max(K, 1)))
 
 
+def _rounding_bound(dtype: torch.dtype, ref: torch.Tensor, summands: torch.Tensor, K: int) -> torch.Tensor:
+    """The per-element bound of an exact-arithmetic product's rounding: the output's rounding,
+    eps·(|ref| + tiny), plus the accumulator's, 3·√K·u·(|A|·|B|)."""
+    return (_OUT_EPS[dtype] * (ref.abs() + torch.finfo(dtype).tiny)
+            + 3.0 * math.sqrt(max(K, 1)) * _ACC_UNIT.get(dtype, 2.0**-24) * summands)
+
+
 def assert_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias=None,
                               kernel: str | None = None) -> None:
     """docs/numerics.md's two checks. On the whole matrix — fp64 < 1e-12, fp32 < 1e-5 (relative
@@ -306,7 +313,7 @@ def assert_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch.Tenso
                       rel_err(reference(round_to_tf32(a, truncate=True), round_to_tf32(b), bias), ref))
         tol = max(2.0 * own, 1e-6)
     assert err <= tol, f"rel_err {err:.3e} > {tol:.3e} for {tuple(a.shape)}@{tuple(b.shape)} {a.dtype}"
-    bound = _OUT_EPS[a.dtype] * (ref.abs() + torch.finfo(a.dtype).tiny) + 3.0 * math.sqrt(max(K, 1)) * _ACC_UNIT.get(a.dtype, 2.0**-24) * summands
+    bound = _rounding_bound(a.dtype, ref, summands, K)
     if tf32:
         bound = bound + _TF32_PRODUCT_ERR * summands
     elif K < THREE_TF32_FULL_BOUND_K and three_tf32_in_effect(a, b, kernel):
@@ -329,7 +336,7 @@ def assert_batch_close_to_reference(out: torch.Tensor, a: torch.Tensor, b: torch
     assert out.shape == ref.shape and out.dtype == a.dtype
     assert not torch.isnan(out).any(), "NaN in output (unwritten element or bad arithmetic)"
     summands = torch.bmm(a.double().abs(), b.double().abs())
-    bound = _OUT_EPS[a.dtype] * (ref.abs() + torch.finfo(a.dtype).tiny) + 3.0 * math.sqrt(max(K, 1)) * _ACC_UNIT.get(a.dtype, 2.0**-24) * summands
+    bound = _rounding_bound(a.dtype, ref, summands, K)
     diff = (out.double() - ref).abs()
     worst = (diff - bound).argmax() if diff.numel() else None
     if worst is not None and diff.flatten()[worst] > bound.flatten()[worst]:

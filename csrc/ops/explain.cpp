@@ -273,14 +273,13 @@ std::string why_multistage(const MultistagePlan& plan, const MultistageCandidate
   std::string others;
   if (weighed_tile(MultistageTileId::kSmall)) {
     others = ", and (the " + large + " tiles make under two waves) the " +
-             multistage_tile_name(MultistageTileId::kSmall) + " tile" +
-             (weighed_tile(MultistageTileId::kNarrow)
-                  ? " and, with at most " + std::to_string(Model::kNarrowMaxRows) + " rows, the " +
-                        multistage_tile_name(MultistageTileId::kNarrow) + " tile " +
-                        (most_splits_of(MultistageTileId::kNarrow) > 1
-                             ? "split up to " + std::to_string(most_splits_of(MultistageTileId::kNarrow)) + " ways"
-                             : std::string("with K whole"))
-                  : std::string());
+             multistage_tile_name(MultistageTileId::kSmall) + " tile";
+  }
+  if (weighed_tile(MultistageTileId::kNarrow)) {
+    const int narrow_splits = most_splits_of(MultistageTileId::kNarrow);
+    others += " and, with at most " + std::to_string(Model::kNarrowMaxRows) + " rows, the " +
+              multistage_tile_name(MultistageTileId::kNarrow) + " tile " +
+              (narrow_splits > 1 ? "split up to " + std::to_string(narrow_splits) + " ways" : std::string("with K whole"));
   }
   return "the least modeled time of " + std::to_string(weighed.count) + " plan(s): the " + large + " tile " +
          (most_splits > 1 ? "split 1 to " + std::to_string(most_splits) + " ways in K"
